@@ -1,0 +1,165 @@
+// adacomp/codec.h: gradient compressors and the frame decoder.
+//
+// A Compressor owns the state of ONE tensor on ONE learner (its residue, and
+// for terngrad its random generator). Each call to Compress() takes that
+// step's gradient, updates the state and appends exactly one self-describing
+// frame (docs/wire-format.md) to a caller-owned byte vector; reusing the
+// vector across steps means no allocation per step once it has grown.
+//
+// DecodeAccumulate() validates a frame completely (checksum, header, every
+// payload field, every index) BEFORE it touches the destination, then adds
+// the frame's dequantized values into it. The sum over learners is built by
+// calling it once per learner's frame on the same buffer. A rejected frame
+// leaves the destination untouched.
+//
+// Thread safety: distinct Compressor objects may be used concurrently from
+// distinct threads; one object must not be used from two threads at once.
+// The free functions are thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adacomp/status.h"
+
+namespace adacomp {
+
+// Codec ids as they appear on the wire. Never reuse or renumber a value.
+enum class Codec : uint8_t {
+  kDense = 0,      // float32, every element
+  kAdaComp = 1,    // SPEC section 2
+  kTopK = 2,       // k largest |G| per tensor, float32 values, residue
+  kThreshold = 3,  // +-tau where |G| >= tau, residue (Strom 2015)
+  kOneBit = 4,     // sign bit per element, mean of positives / negatives, residue
+  kTernGrad = 5,   // stochastic ternary {-s,0,+s}, s = max|g|, seeded, no residue
+};
+
+// Value modes of the AdaComp codec. Wire values; never renumber.
+enum class ValueMode : uint8_t {
+  kTernary = 0,  // sign(G) * scale, scale = mean of per-bin max |G| (default)
+  kFp16 = 1,     // G itself rounded to IEEE half
+  kFp32 = 2,     // G itself
+};
+
+std::string_view CodecName(Codec codec);           // "dense", "adacomp", ...
+Result<Codec> ParseCodec(std::string_view name);   // inverse of CodecName
+std::string_view ValueModeName(ValueMode mode);    // "ternary", "fp16", "fp32"
+Result<ValueMode> ParseValueMode(std::string_view name);
+
+// Settings of one tensor's compressor. Fields that a codec does not use are
+// ignored by it.
+struct CodecConfig {
+  Codec codec = Codec::kAdaComp;
+  uint32_t bin_size = 500;                  // adacomp: L_T, >= 1
+  ValueMode values = ValueMode::kTernary;   // adacomp
+  double density = 0.01;                    // topk: k = max(1, ceil(density * N)), 0 < d <= 1
+  float tau = 1e-3f;                        // threshold: > 0, finite
+  uint64_t seed = 0;                        // terngrad: seeds the per-tensor generator
+
+  // InvalidArgument naming the bad field, or OK.
+  Status Validate() const;
+};
+
+// What one Compress() call did.
+struct CompressStats {
+  uint64_t elements = 0;     // N
+  uint64_t selected = 0;     // elements sent with a value (N for dense and onebit)
+  uint64_t bins = 0;         // adacomp: ceil(N / L_T); other codecs: 0
+  uint64_t frame_bytes = 0;  // bytes appended, header and checksum included
+  // adacomp: bin_histogram[k] = number of bins that selected k elements, for
+  // k < 16; bin_histogram[16] counts bins that selected 16 or more.
+  std::array<uint64_t, 17> bin_histogram{};
+
+  // 32 bits x elements / bits actually sent (SPEC section 6); 0 when nothing sent.
+  double CompressionRate() const {
+    return frame_bytes ? (32.0 * static_cast<double>(elements)) / (8.0 * frame_bytes) : 0.0;
+  }
+  // Adds `other` into this (for totals over tensors or steps).
+  void Merge(const CompressStats& other);
+};
+
+class Compressor {
+ public:
+  // A compressor for a tensor of `elements` floats, identified on the wire by
+  // `tensor_id`. The residue starts at zero. Fails on an invalid config.
+  static Result<std::unique_ptr<Compressor>> Create(const CodecConfig& config, uint32_t tensor_id,
+                                                    uint64_t elements);
+  virtual ~Compressor() = default;
+
+  // Compresses this step's gradient (grad.size() == elements()): appends one
+  // frame to *frame and updates the residue. On error (wrong size, a NaN or
+  // Inf in grad) returns InvalidArgument and changes neither *frame nor any
+  // state.
+  virtual Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
+                          CompressStats* stats = nullptr) = 0;
+
+  // The residue (size elements()), or empty for codecs without one
+  // (dense, terngrad).
+  virtual std::span<const float> residue() const = 0;
+
+  // All mutable state (residue, generator) as bytes, for checkpoints; and
+  // its inverse, which validates sizes and leaves the state unchanged on error.
+  virtual std::vector<uint8_t> SaveState() const = 0;
+  virtual Status LoadState(std::span<const uint8_t> state) = 0;
+
+  const CodecConfig& config() const { return config_; }
+  uint32_t tensor_id() const { return tensor_id_; }
+  uint64_t elements() const { return elements_; }
+
+ protected:
+  Compressor(const CodecConfig& config, uint32_t tensor_id, uint64_t elements)
+      : config_(config), tensor_id_(tensor_id), elements_(elements) {}
+
+ private:
+  CodecConfig config_;
+  uint32_t tensor_id_;
+  uint64_t elements_;
+};
+
+// Header fields and summary of one frame, as read by InspectFrame().
+struct FrameInfo {
+  uint8_t version = 0;
+  Codec codec = Codec::kDense;
+  uint32_t tensor_id = 0;
+  uint64_t elements = 0;
+  uint64_t params_bytes = 0;   // codec parameter block
+  uint64_t payload_bytes = 0;
+  uint64_t frame_bytes = 0;    // whole frame, header to checksum
+  uint32_t crc32c = 0;
+  uint64_t selected = 0;       // elements the frame carries a value for
+  // Codec parameters; those a codec lacks stay at their defaults.
+  uint32_t bin_size = 0;                   // adacomp
+  ValueMode values = ValueMode::kTernary;  // adacomp
+  float scale = 0.0f;       // adacomp ternary scale; threshold tau; terngrad s; onebit positive mean
+  float scale2 = 0.0f;      // onebit negative mean
+};
+
+struct DecodeOptions {
+  uint64_t max_frame_bytes = uint64_t{1} << 31;  // larger frames are OutOfRange
+  uint64_t max_elements = uint64_t{1} << 31;     // larger element counts are OutOfRange
+  std::optional<uint32_t> expected_tensor_id;    // NotFound/InvalidArgument on mismatch
+};
+
+// Reads and validates the frame that starts at bytes[0] (more frames may
+// follow it; info->frame_bytes says where the next one starts). Checks the
+// checksum and every field, but writes nothing but *info.
+Status InspectFrame(std::span<const uint8_t> bytes, FrameInfo* info,
+                    const DecodeOptions& options = {});
+
+// Validates the frame at bytes[0] completely, then adds its dequantized
+// values into dst (dst.size() must equal the frame's element count). On any
+// error dst is untouched. `info` (optional) receives the header fields.
+Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst,
+                        FrameInfo* info = nullptr, const DecodeOptions& options = {});
+
+// Index of the first non-finite value in `values`, or nullopt if all are finite.
+std::optional<size_t> FindNonFinite(std::span<const float> values);
+
+}  // namespace adacomp
