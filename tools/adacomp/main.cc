@@ -1,6 +1,7 @@
 // The `adacomp` command-line program: dispatches to the subcommands.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "adacomp/version.h"
@@ -10,6 +11,12 @@ int main(int argc, char** argv) {
   CLI::App app{"adacomp: AdaComp adaptive residual gradient compression for data-parallel training"};
   app.set_version_flag("--version", std::string("adacomp ") + adacomp::kVersion);
   app.require_subcommand(1);
+  // Usage errors: one line on stderr, naming the subcommand when there is one.
+  app.failure_message([](const CLI::App* root, const CLI::Error& e) {
+    std::string name = "adacomp";
+    for (const CLI::App* sub : root->get_subcommands()) name += " " + sub->get_name();
+    return name + ": usage error: " + e.what() + " (see " + name + " --help)\n";
+  });
 
   std::vector<adacomp::tool::Command> commands;
   auto add = [&](std::vector<adacomp::tool::Command> more) {

@@ -1,0 +1,72 @@
+// adacomp/mpi_communicator.h: the Communicator for one process per rank,
+// launched with `mpirun -np P program ...` on one host or many (OpenMPI).
+//
+// Built into the library `adacomp_comm_mpi` (CMake alias adacomp::comm_mpi)
+// only when MPI is found; that target defines ADACOMP_HAVE_MPI_COMM=1 for
+// code that links it. LaunchedUnderMpi() needs no MPI and lives in
+// adacomp_comm, so a program can always ask whether mpirun started it.
+//
+// Contract (every rank, same order, matching arguments; see communicator.h):
+//  - Each collective first exchanges a 32-byte header (collective kind,
+//    sequence number, element count, root) point to point with every peer.
+//    This lets every rank check that all ranks call the same collective with
+//    the same sizes (InvalidArgument on every rank otherwise) and name the
+//    ranks that did not arrive when the deadline passes.
+//  - AllGatherV: the counts come from the headers (no padding), then
+//    MPI_Iallgatherv moves the bytes.
+//  - AllReduceSum: MPI_Igather of every rank's floats to rank 0 (in chunks of
+//    2^20 floats, so rank 0 holds at most P x 4 MiB extra), which sums
+//    them as a left fold in rank order ((x0 + x1) + x2) + ..., exactly as the
+//    in-process group does, then MPI_Ibcast of the sums. Every rank gets
+//    bit-identical results that also equal the in-process group's for the
+//    same inputs. (MPI_Allreduce is not used: it promises no order.)
+//  - Broadcast: MPI_Ibcast. Barrier: the header exchange.
+//  - Every step is non-blocking and polled (MPI_Test, then short sleeps) up
+//    to MpiOptions::timeout_seconds per collective. On a timeout the
+//    collective returns Unavailable naming the ranks that did not arrive.
+//  - Any failure is sticky: later collectives return the same Status without
+//    touching MPI. A failed job cannot be finalized safely (MPI_Finalize would
+//    wait for the peers that are stuck), so after a failure call Abort(), or
+//    just destroy the Communicator, which then calls Abort() itself.
+//  - Abort(why) prints "adacomp: rank R aborts the MPI job: <why>" on stderr
+//    and calls MPI_Abort, so mpirun stops every rank (about 1 s here). Peers
+//    are killed rather than handed a Status: under MPI the message that names
+//    the rank and cause is this line on stderr, plus mpirun's own report.
+//    A rank killed by a signal or exiting without finalizing is detected by
+//    mpirun itself, which stops the job and names the rank (about 1.3 s here).
+//
+// Lifetime: CreateMpiCommunicator calls MPI_Init_thread (MPI_THREAD_SERIALIZED)
+// unless MPI is already initialized, and duplicates MPI_COMM_WORLD (errors are
+// returned, MPI_ERRORS_RETURN). If it initialized MPI, MPI_Finalize runs at
+// process exit (atexit) unless a collective failed or Abort ran; when the
+// caller initialized MPI, the caller finalizes it after destroying every
+// Communicator. Create at most one MpiCommunicator at a time.
+// Thread safety: one thread at a time (MPI_THREAD_SERIALIZED), as for every
+// Communicator.
+#pragma once
+
+#include <memory>
+
+#include "adacomp/communicator.h"
+#include "adacomp/status.h"
+
+namespace adacomp {
+
+struct MpiOptions {
+  // How long one collective waits for every rank before failing with
+  // Unavailable (seconds; > 0). Set it above the longest time one rank can
+  // spend between two collectives (e.g. evaluating on rank 0 alone).
+  double timeout_seconds = 300.0;
+};
+
+// True when this process was started by mpirun/mpiexec or another PMI
+// launcher (reads OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, MV2_COMM_WORLD_SIZE).
+// Needs no MPI library; defined in adacomp_comm.
+bool LaunchedUnderMpi();
+
+// A Communicator whose rank and size are those of MPI_COMM_WORLD.
+// Fails with Unavailable when MPI cannot be initialized or lacks
+// MPI_THREAD_SERIALIZED support.
+Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& options = {});
+
+}  // namespace adacomp

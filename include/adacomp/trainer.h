@@ -1,0 +1,171 @@
+// adacomp/trainer.h: data-parallel training with compressed gradient exchange.
+//
+// Train() runs P learners in this process (one thread each, each with its own
+// model replica, its own shard of every global minibatch, its own compressor
+// per parameter tensor and its own Communicator from CreateInProcessGroup).
+// TrainLearner() runs ONE learner over a caller-supplied Communicator (for
+// example MPI, one learner per process); both call the same per-learner loop,
+// so a run gives the same weights whichever way its learners are hosted.
+//
+// This header does not include LibTorch; the implementation (libadacomp_train)
+// does. Thread safety: Train() may be called from any thread; the callbacks
+// in TrainOptions are called from rank 0's learner thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/communicator.h"
+#include "adacomp/status.h"
+
+namespace adacomp {
+
+// Layer types, for default bin sizes and per-type compression rates.
+enum class LayerType : int { kConv = 0, kFc = 1, kLstm = 2, kOther = 3 };
+inline constexpr int kLayerTypeCount = 4;
+const char* LayerTypeName(LayerType type);  // "conv", "fc", "lstm", "other"
+
+// Default AdaComp bin size L_T per layer type: conv 50, fc 500, lstm 500,
+// other (biases, embeddings) 500.
+uint32_t DefaultBinSize(LayerType type);
+
+// Names accepted by TrainOptions::model.
+std::vector<std::string> ModelNames();  // mnist-cnn, cifar-cnn, fc-dnn, char-lstm
+
+// Test hook: makes one learner's gradient of one tensor non-finite at a step.
+struct NanInjection {
+  int64_t step = 0;     // global step (0-based)
+  int learner = 0;
+  int tensor = 0;       // parameter index in model order
+};
+
+// One logged step, as written to --metrics-out (all learners together).
+struct StepMetrics {
+  int64_t step = 0;       // 1-based count of steps done
+  int64_t epoch = 0;      // 0-based epoch of this step
+  double loss = 0;        // mean training loss over the global minibatch
+  double lr = 0;
+  bool skipped = false;   // non-finite gradient: step skipped everywhere
+  uint64_t bytes_sent = 0;         // wire bytes of all learners this step
+  uint64_t dense_bytes = 0;        // 4 x elements x learners
+  // Compression rate (32-bit bytes / bytes sent) per layer type and end to
+  // end, this step; nullopt where the model has no such layer.
+  std::optional<double> rate[kLayerTypeCount];
+  double end_to_end_rate = 0;
+  // Mean selected elements per bin per layer type (adacomp only).
+  std::optional<double> selected_per_bin[kLayerTypeCount];
+  // Rank 0's time split of this step, seconds.
+  double compute_s = 0, compress_s = 0, communicate_s = 0, decompress_s = 0, update_s = 0;
+  double step_seconds = 0;
+  double elapsed_seconds = 0;  // since the start of the run
+  int64_t total_steps = 0;
+  std::string ToJson() const;  // one line, no newline
+};
+
+struct EpochMetrics {
+  int64_t epoch = 0;  // 0-based
+  int64_t step = 0;   // steps done at the end of the epoch
+  double test_accuracy = 0;
+  double test_loss = 0;  // mean cross entropy per example (per character for char-lstm)
+  double train_loss = 0;  // mean training loss over the epoch's steps
+  std::optional<double> rate[kLayerTypeCount];  // over the epoch
+  double end_to_end_rate = 0;
+  bool end_of_epoch = true;  // false for the extra evaluations of eval_every
+};
+
+struct TrainOptions {
+  std::string model = "mnist-cnn";
+  std::string data_dir;  // "" = the model's default data
+  CodecConfig codec;     // codec, values, density, tau, seed; bin_size see below
+  uint32_t bin_size = 0;  // 0 = per layer type (DefaultBinSize); else all tensors
+  int learners = 4;
+  int64_t batch_size = 128;  // global; must be a multiple of learners
+  int64_t epochs = 1;
+  int64_t steps = 0;  // > 0: run exactly this many steps (overrides epochs)
+  std::string optimizer = "sgd";  // sgd | adam
+  double lr = 0;                  // 0 = the model's default
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
+  std::vector<int64_t> lr_decay_epochs;  // multiply lr by lr_decay_factor at each
+  double lr_decay_factor = 0.1;
+  uint64_t seed = 1;
+  int threads = 0;  // learners computing at once in-process; 0 = hardware cores
+  int64_t train_limit = 0;  // > 0: use only the first N training examples
+  int64_t test_limit = 0;   // > 0: evaluate on the first N test examples
+  int64_t eval_every = 0;   // > 0: also evaluate every N steps
+  int64_t log_every = 20;   // metrics/progress every N steps (and the last step)
+  std::string metrics_out;  // JSONL path, "" = none
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // > 0: also every N steps (always every epoch end)
+  int keep_checkpoints = 2;
+  bool resume = false;
+  int max_bad_steps = 10;  // consecutive non-finite steps before the run fails
+  // char-lstm
+  int64_t seq_len = 48;
+  int64_t hidden = 128;
+  int64_t embed = 32;
+  // Test hooks.
+  std::vector<NanInjection> inject_nan;
+  int64_t stop_after_steps = 0;  // > 0: return after this many steps (simulates a kill)
+  bool keep_weights = false;     // fill TrainSummary::weights
+  // Callbacks (rank 0 only).
+  std::function<void(const StepMetrics&)> on_step;
+  std::function<void(const EpochMetrics&)> on_epoch;
+  std::function<void(const std::string&)> on_message;  // warnings, notes; default stderr
+};
+
+struct TrainSummary {
+  std::string model, data, compressor, optimizer, values;
+  int learners = 0;
+  int64_t batch_size = 0;
+  int64_t steps = 0;          // steps done (skipped included)
+  int64_t skipped_steps = 0;
+  int64_t resumed_from_step = -1;
+  double epochs = 0;
+  int64_t steps_per_epoch = 0;
+  double lr = 0;
+  uint64_t seed = 0;
+  std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
+  int64_t parameters = 0;
+  int64_t tensors = 0;
+  int64_t train_examples = 0, test_examples = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;          // per example (per char for char-lstm)
+  double final_train_loss = 0;   // mean loss of the last logged window
+  std::optional<double> rate[kLayerTypeCount];  // over all learners and steps
+  double end_to_end_rate = 0;
+  uint64_t bytes_sent = 0, dense_bytes = 0;
+  std::optional<double> selected_per_bin[kLayerTypeCount];
+  double wall_seconds = 0;
+  // Per-learner means of the time split, seconds over the whole run.
+  double compute_seconds = 0, compress_seconds = 0, communicate_seconds = 0,
+         decompress_seconds = 0, update_seconds = 0;
+  double seconds_per_step = 0;
+  std::string weights_sha256;                 // rank 0's final weights
+  std::vector<std::string> learner_weights_sha256;  // every learner's
+  bool replicas_identical = false;
+  // SHA-256 of every learner's compressor states and optimizer state.
+  std::vector<std::string> learner_state_sha256;
+  std::vector<float> weights;  // rank 0's final weights (keep_weights only)
+  std::vector<EpochMetrics> epoch_metrics;
+  bool stopped_early = false;  // stop_after_steps hit
+  std::string ToJson() const;  // pretty-printed object
+};
+
+// Checks the options alone (no data read): InvalidArgument naming the
+// option, or OK. Train() and TrainLearner() check the same things.
+Status ValidateTrainOptions(const TrainOptions& options);
+
+// Runs options.learners learners in this process.
+Result<TrainSummary> Train(const TrainOptions& options);
+
+// Runs the learner of comm.rank() in a group of comm.size() learners
+// (options.learners must equal comm.size()). Every rank returns the summary.
+Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm);
+
+}  // namespace adacomp

@@ -1,0 +1,342 @@
+// python/src/module.cc: the `_adacomp` extension module (pybind11).
+//
+// Binds the framework-neutral core (include/adacomp/codec.h) for Python.
+// Tensors come in through the buffer protocol (numpy arrays; a CPU torch
+// tensor's .numpy() is a zero-copy view), so no gradient data is copied on
+// the way in or out: Compress() reads the caller's buffer in place and
+// DecodeAccumulate() adds into the caller's buffer in place. The only copy is
+// of the (small) frame into a Python bytes object.
+//
+// The GIL is released while the core runs. A Compressor object guards itself
+// with a mutex, so two Python threads calling the same object queue up instead
+// of racing; distinct objects run in parallel.
+//
+// Errors: InvalidArgument -> ValueError; a frame that fails validation
+// (Corruption, OutOfRange, NotFound) -> adacomp.FrameError (a ValueError
+// subclass); anything else -> RuntimeError. Messages are the core's own.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/status.h"
+#include "adacomp/version.h"
+
+namespace py = pybind11;
+
+namespace adacomp {
+namespace {
+
+// Set once at module import; raised for frames that fail validation.
+PyObject* g_frame_error = nullptr;
+
+[[noreturn]] void ThrowStatus(const Status& status, bool frame_context) {
+  const std::string& msg = status.message().empty() ? status.ToString() : status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      throw py::value_error(msg);
+    case StatusCode::kCorruption:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kNotFound:
+      if (frame_context) {
+        PyErr_SetString(g_frame_error, msg.c_str());
+        throw py::error_already_set();
+      }
+      throw py::value_error(msg);
+    default:
+      throw std::runtime_error(status.ToString());
+  }
+}
+
+// Total elements of a buffer, after checking it is C-contiguous.
+size_t ContiguousElements(const py::buffer_info& info, const char* what) {
+  size_t n = 1;
+  for (py::ssize_t d = 0; d < info.ndim; ++d) n *= static_cast<size_t>(info.shape[d]);
+  // C-contiguous: walking the dimensions from the last, each stride equals the
+  // item size times the product of the later extents (extent-1 dims are free).
+  py::ssize_t expect = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] != 1 && info.strides[d] != expect) {
+      throw py::value_error(std::string(what) +
+                            " is not contiguous (strides do not match a C-contiguous layout); "
+                            "pass a contiguous array, e.g. numpy.ascontiguousarray(x) or "
+                            "tensor.contiguous()");
+    }
+    expect *= info.shape[d];
+  }
+  return n;
+}
+
+bool IsFloat32Format(const std::string& format) {
+  // numpy writes "f"; other exporters may prefix a byte-order mark.
+  return format == "f" || format == "<f" || format == "=f" || format == "@f";
+}
+
+// A float32, C-contiguous buffer; `writable` asks for write access.
+py::buffer_info RequestFloat32(const py::buffer& buf, bool writable, const char* what) {
+  py::buffer_info info;
+  try {
+    info = buf.request(writable);
+  } catch (py::error_already_set& e) {
+    throw py::value_error(std::string(what) + ": " + (writable ? "a writable " : "a ") +
+                          "buffer is required (" + e.what() + ")");
+  }
+  if (info.itemsize != 4 || !IsFloat32Format(info.format)) {
+    throw py::value_error(std::string(what) + " must hold float32 values (got buffer format '" +
+                          info.format + "', item size " + std::to_string(info.itemsize) + ")");
+  }
+  ContiguousElements(info, what);
+  return info;
+}
+
+std::span<const uint8_t> RequestBytes(const py::buffer& buf, py::buffer_info* holder,
+                                      const char* what) {
+  try {
+    *holder = buf.request(false);
+  } catch (py::error_already_set& e) {
+    throw py::value_error(std::string(what) + " must be a bytes-like object (" + e.what() + ")");
+  }
+  if (holder->itemsize != 1) {
+    throw py::value_error(std::string(what) +
+                          " must be a buffer of bytes (item size 1), got item size " +
+                          std::to_string(holder->itemsize));
+  }
+  size_t n = ContiguousElements(*holder, what);
+  return {static_cast<const uint8_t*>(holder->ptr), n};
+}
+
+py::dict StatsToDict(const CompressStats& s) {
+  py::dict d;
+  d["elements"] = s.elements;
+  d["selected"] = s.selected;
+  d["bins"] = s.bins;
+  d["frame_bytes"] = s.frame_bytes;
+  d["compression_rate"] = s.CompressionRate();
+  py::list hist;
+  for (uint64_t v : s.bin_histogram) hist.append(v);
+  d["bin_histogram"] = hist;
+  return d;
+}
+
+py::dict InfoToDict(const FrameInfo& info) {
+  py::dict d;
+  d["version"] = info.version;
+  d["codec"] = std::string(CodecName(info.codec));
+  d["tensor_id"] = info.tensor_id;
+  d["elements"] = info.elements;
+  d["params_bytes"] = info.params_bytes;
+  d["payload_bytes"] = info.payload_bytes;
+  d["frame_bytes"] = info.frame_bytes;
+  d["crc32c"] = info.crc32c;
+  d["selected"] = info.selected;
+  if (info.codec == Codec::kAdaComp) {
+    d["bin_size"] = info.bin_size;
+    d["values"] = std::string(ValueModeName(info.values));
+  }
+  d["scale"] = info.scale;
+  d["scale2"] = info.scale2;
+  return d;
+}
+
+DecodeOptions MakeDecodeOptions(std::optional<uint32_t> expected_tensor_id,
+                                std::optional<uint64_t> max_frame_bytes,
+                                std::optional<uint64_t> max_elements) {
+  DecodeOptions options;
+  options.expected_tensor_id = expected_tensor_id;
+  if (max_frame_bytes) options.max_frame_bytes = *max_frame_bytes;
+  if (max_elements) options.max_elements = *max_elements;
+  return options;
+}
+
+// One tensor's compressor plus the last call's statistics.
+class PyCompressor {
+ public:
+  PyCompressor(uint64_t elements, const std::string& codec, uint32_t bin_size,
+               const std::string& values, double density, float tau, uint64_t seed,
+               uint32_t tensor_id) {
+    Result<Codec> c = ParseCodec(codec);
+    if (!c.ok()) ThrowStatus(c.status(), false);
+    Result<ValueMode> v = ParseValueMode(values);
+    if (!v.ok()) ThrowStatus(v.status(), false);
+    config_.codec = *c;
+    config_.bin_size = bin_size;
+    config_.values = *v;
+    config_.density = density;
+    config_.tau = tau;
+    config_.seed = seed;
+    auto created = Compressor::Create(config_, tensor_id, elements);
+    if (!created.ok()) ThrowStatus(created.status(), false);
+    impl_ = std::move(created).value();
+  }
+
+  py::bytes Compress(const py::buffer& grad) {
+    py::buffer_info info = RequestFloat32(grad, /*writable=*/false, "grad");
+    size_t n = ContiguousElements(info, "grad");
+    if (n != impl_->elements()) {
+      throw py::value_error("grad has " + std::to_string(n) +
+                            " elements, this compressor was created for " +
+                            std::to_string(impl_->elements()));
+    }
+    std::span<const float> span(static_cast<const float*>(info.ptr), n);
+    Status status;
+    CompressStats stats;
+    std::vector<uint8_t> frame;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      frame.reserve(last_stats_.frame_bytes);
+      status = impl_->Compress(span, &frame, &stats);
+      if (status.ok()) last_stats_ = stats;
+    }
+    if (!status.ok()) ThrowStatus(status, false);
+    return py::bytes(reinterpret_cast<const char*>(frame.data()), frame.size());
+  }
+
+  py::dict LastStats() const {
+    CompressStats copy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // never held by a thread that waits for the GIL
+      copy = last_stats_;
+    }
+    return StatsToDict(copy);
+  }
+
+  // A copy of the residue as a float32 numpy array; empty for codecs without one.
+  py::array_t<float> Residue() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::span<const float> r = impl_->residue();
+    return py::array_t<float>(static_cast<py::ssize_t>(r.size()), r.data());
+  }
+
+  py::bytes SaveState() const {
+    std::vector<uint8_t> state;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      state = impl_->SaveState();
+    }
+    return py::bytes(reinterpret_cast<const char*>(state.data()), state.size());
+  }
+
+  void LoadState(const py::buffer& state) {
+    py::buffer_info holder;
+    std::span<const uint8_t> bytes = RequestBytes(state, &holder, "state");
+    Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      status = impl_->LoadState(bytes);
+    }
+    if (!status.ok()) ThrowStatus(status, false);
+  }
+
+  uint64_t elements() const { return impl_->elements(); }
+  uint32_t tensor_id() const { return impl_->tensor_id(); }
+  std::string codec() const { return std::string(CodecName(config_.codec)); }
+  uint32_t bin_size() const { return config_.bin_size; }
+  std::string values() const { return std::string(ValueModeName(config_.values)); }
+  double density() const { return config_.density; }
+  float tau() const { return config_.tau; }
+  uint64_t seed() const { return config_.seed; }
+
+ private:
+  CodecConfig config_;
+  std::unique_ptr<Compressor> impl_;
+  mutable std::mutex mu_;
+  CompressStats last_stats_;
+};
+
+// Adds the frame at the start of `frame` into `out`; returns the bytes the
+// frame occupies (so that concatenated frames can be walked).
+uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
+                       std::optional<uint32_t> expected_tensor_id,
+                       std::optional<uint64_t> max_frame_bytes,
+                       std::optional<uint64_t> max_elements) {
+  py::buffer_info frame_holder;
+  std::span<const uint8_t> bytes = RequestBytes(frame, &frame_holder, "frame");
+  py::buffer_info out_info = RequestFloat32(out, /*writable=*/true, "out");
+  if (out_info.readonly) throw py::value_error("out is read-only; pass a writable float32 array");
+  size_t n = ContiguousElements(out_info, "out");
+  std::span<float> dst(static_cast<float*>(out_info.ptr), n);
+  DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
+  FrameInfo info;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = DecodeAccumulate(bytes, dst, &info, options);
+  }
+  if (!status.ok()) ThrowStatus(status, true);
+  return info.frame_bytes;
+}
+
+py::dict Inspect(const py::buffer& frame, std::optional<uint32_t> expected_tensor_id,
+                 std::optional<uint64_t> max_frame_bytes, std::optional<uint64_t> max_elements) {
+  py::buffer_info holder;
+  std::span<const uint8_t> bytes = RequestBytes(frame, &holder, "frame");
+  DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
+  FrameInfo info;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = InspectFrame(bytes, &info, options);
+  }
+  if (!status.ok()) ThrowStatus(status, true);
+  return InfoToDict(info);
+}
+
+// Index of the first NaN/Inf in a float32 buffer, or None.
+std::optional<size_t> FindNonFinitePy(const py::buffer& values) {
+  py::buffer_info info = RequestFloat32(values, false, "values");
+  size_t n = ContiguousElements(info, "values");
+  std::span<const float> span(static_cast<const float*>(info.ptr), n);
+  py::gil_scoped_release release;
+  return FindNonFinite(span);
+}
+
+}  // namespace
+}  // namespace adacomp
+
+PYBIND11_MODULE(_adacomp, m) {
+  using adacomp::PyCompressor;
+  m.doc() = "adacomp core bindings (use the `adacomp` package, not this module directly)";
+
+  static py::exception<std::runtime_error> frame_error(m, "FrameError", PyExc_ValueError);
+  adacomp::g_frame_error = frame_error.ptr();
+
+  py::class_<PyCompressor>(m, "Compressor")
+      .def(py::init<uint64_t, const std::string&, uint32_t, const std::string&, double, float,
+                    uint64_t, uint32_t>(),
+           py::arg("elements"), py::arg("codec") = "adacomp", py::arg("bin_size") = 500,
+           py::arg("values") = "ternary", py::arg("density") = 0.01, py::arg("tau") = 1e-3f,
+           py::arg("seed") = 0, py::arg("tensor_id") = 0)
+      .def("compress", &PyCompressor::Compress, py::arg("grad"))
+      .def_property_readonly("residue", &PyCompressor::Residue)
+      .def("_save_state", &PyCompressor::SaveState)
+      .def("_load_state", &PyCompressor::LoadState, py::arg("state"))
+      .def_property_readonly("last_stats", &PyCompressor::LastStats)
+      .def_property_readonly("elements", &PyCompressor::elements)
+      .def_property_readonly("tensor_id", &PyCompressor::tensor_id)
+      .def_property_readonly("codec", &PyCompressor::codec)
+      .def_property_readonly("bin_size", &PyCompressor::bin_size)
+      .def_property_readonly("values", &PyCompressor::values)
+      .def_property_readonly("density", &PyCompressor::density)
+      .def_property_readonly("tau", &PyCompressor::tau)
+      .def_property_readonly("seed", &PyCompressor::seed);
+
+  m.def("decompress_add", &adacomp::DecompressAdd, py::arg("frame"), py::arg("out"),
+        py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
+        py::arg("max_elements") = py::none());
+  m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
+        py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
+  m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
+  m.attr("__version__") = ADACOMP_VERSION_STRING;
+}

@@ -1,0 +1,380 @@
+"""Two-process DistributedDataParallel run on Gloo with the AdaComp hook.
+
+Checks: replicas stay bit-identical; the loss falls; the compression rate the
+state reports equals 32 x elements x world / bits of the frames actually
+gathered, counted here independently by wrapping torch.distributed.all_gather
+and walking the gathered bytes with adacomp.inspect; residues are keyed by
+parameter name across DDP's bucket rebuild (several buckets, reordered after
+step 1); a checkpoint (model + optimizer + hook state) resumes bit-identically;
+a NaN on one rank makes every rank raise instead of hanging.
+Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_hook
+"""
+
+import copy
+import os
+import socket
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+import adacomp
+import adacomp.torch as adt
+
+WORLD = 2
+STEPS = 40
+RESUME_AT = 25
+BATCH = 32
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3)             # conv weight (72) + bias
+        self.fc1 = nn.Linear(8 * 6 * 6, 64)        # fc weight (18432) + bias
+        self.fc2 = nn.Linear(64, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x)).flatten(1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def make_data():
+    """A fixed synthetic classification task (same on every rank)."""
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(WORLD * BATCH * 8, 1, 8, 8, generator=g)
+    teacher = torch.randn(64, 4, generator=g)
+    y = (x.flatten(1) @ teacher).argmax(1)
+    return x, y
+
+
+def batch_for(x, y, step, rank):
+    n = x.shape[0]
+    start = ((step * WORLD + rank) * BATCH) % n
+    idx = torch.arange(start, start + BATCH) % n
+    return x[idx], y[idx]
+
+
+class GatherCounter:
+    """Wraps dist.all_gather; walks every gathered frame buffer independently."""
+
+    def __init__(self):
+        self.frame_bytes = 0       # all ranks' frames
+        self.elements = 0          # all ranks' frames
+        self.per_rank_bytes = [0] * WORLD
+        self.length_gathers = 0
+        self.original = dist.all_gather
+
+    def __call__(self, tensor_list, tensor, group=None, async_op=False):
+        work = self.original(tensor_list, tensor, group=group, async_op=async_op)
+        if tensor.dtype == torch.uint8:
+            for r, t in enumerate(tensor_list):
+                data = t.numpy()
+                pos = 0
+                while pos < len(data) and data[pos:].any():
+                    info = adacomp.inspect(data[pos:])
+                    pos += info["frame_bytes"]
+                    self.frame_bytes += info["frame_bytes"]
+                    self.elements += info["elements"]
+                    self.per_rank_bytes[r] += info["frame_bytes"]
+        else:
+            self.length_gathers += 1
+        return work
+
+
+def train(ddp, opt, x, y, rank, steps, first_step, on_grads=None):
+    losses = []
+    for step in range(first_step, first_step + steps):
+        xb, yb = batch_for(x, y, step, rank)
+        loss = nn.functional.cross_entropy(ddp(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        if on_grads is not None:
+            on_grads(step)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def full_loss(model, x, y):
+    with torch.no_grad():
+        return nn.functional.cross_entropy(model(x), y).item()
+
+
+def worker(rank, port, outdir):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    # Small buckets: several per step, and DDP reorders them after step 1.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
+    counter = GatherCounter()
+    dist.all_gather = counter
+    result = {}
+    try:
+        x, y = make_data()
+        torch.manual_seed(0)
+        model = Net()
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.02)
+        state = adt.AdaCompState(model=model)
+        steps = [[]]  # per step, the parameter names of each bucket the hook saw
+
+        def recording_hook(st, bucket):
+            steps[-1].append([st._entry(p).name for p in bucket.parameters()])
+            if bucket.is_last():
+                steps.append([])
+            return adt.hook(st, bucket)
+
+        ddp.register_comm_hook(state, recording_hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        result["loss_before"] = full_loss(model, x, y)
+        # This rank's own step-0 gradient, without DDP, for the parent to redo the hook's math.
+        local = copy.deepcopy(model)
+        xb, yb = batch_for(x, y, 0, rank)
+        nn.functional.cross_entropy(local(xb), yb).backward()
+        result["local_grads0"] = {n: p.grad.clone() for n, p in local.named_parameters()}
+
+        def on_grads(step):
+            if step == 0:
+                result["averaged_grads0"] = {n: p.grad.clone() for n, p in model.named_parameters()}
+        losses = train(ddp, opt, x, y, rank, RESUME_AT, 0, on_grads)
+        ckpt = {
+            "model": {k: v.clone() for k, v in model.state_dict().items()},
+            "opt": opt.state_dict(),
+            "hook": state.state_dict(),
+        }
+        torch.save(ckpt, os.path.join(outdir, f"ckpt{rank}.pt"))
+        losses += train(ddp, opt, x, y, rank, STEPS - RESUME_AT, RESUME_AT)
+        result["loss_after"] = full_loss(model, x, y)
+        result["losses"] = losses
+        result["stats"] = state.stats()
+        result["counted_bytes"] = counter.frame_bytes
+        result["counted_elements"] = counter.elements
+        result["counted_per_rank"] = list(counter.per_rank_bytes)
+        result["elements_per_step"] = sum(p.numel() for p in model.parameters())
+        result["params"] = {k: v.clone() for k, v in model.state_dict().items()}
+        result["residues"] = state.residues()
+        result["names"] = state.parameter_names()
+        result["types"] = {n: state.layer_type(n) for n in state.parameter_names()}
+        result["bucket_steps"] = steps[:-1]
+
+        # Resume from the checkpoint in a fresh model, optimizer, DDP and state.
+        ckpt = torch.load(os.path.join(outdir, f"ckpt{rank}.pt"))
+        model2 = Net()
+        model2.load_state_dict(ckpt["model"])
+        ddp2 = nn.parallel.DistributedDataParallel(model2, bucket_cap_mb=0.02)
+        opt2 = torch.optim.SGD(ddp2.parameters(), lr=0.05, momentum=0.9)
+        opt2.load_state_dict(ckpt["opt"])
+        state2 = adt.register(ddp2)
+        state2.load_state_dict(ckpt["hook"])
+        train(ddp2, opt2, x, y, rank, STEPS - RESUME_AT, RESUME_AT)
+        result["resumed_params"] = {k: v.clone() for k, v in model2.state_dict().items()}
+        result["resumed_residues"] = state2.residues()
+        result["resumed_steps"] = state2.stats()["steps"]
+
+        # A NaN on rank 1 only: every rank must raise, none may hang.
+        xb, yb = batch_for(x, y, 0, rank)
+        if rank == 1:
+            xb = xb.clone()
+            xb[0, 0, 0, 0] = float("nan")
+        try:
+            nn.functional.cross_entropy(ddp2(xb), yb).backward()
+            result["nan_error"] = None
+        except Exception as exc:  # noqa: BLE001 - any error type is fine, a hang is not
+            result["nan_error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        dist.all_gather = counter.original
+        torch.save(result, os.path.join(outdir, f"result{rank}.pt"))
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DdpHookTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        mp.spawn(worker, args=(free_port(), cls.tmp.name), nprocs=WORLD, join=True)
+        cls.results = [torch.load(os.path.join(cls.tmp.name, f"result{r}.pt"))
+                       for r in range(WORLD)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_replicas_identical(self):
+        p0, p1 = self.results[0]["params"], self.results[1]["params"]
+        self.assertEqual(set(p0), set(p1))
+        for k in p0:
+            self.assertTrue(torch.equal(p0[k], p1[k]), f"{k} differs between ranks")
+
+    def test_loss_falls(self):
+        r = self.results[0]
+        self.assertLess(r["loss_after"], 0.7 * r["loss_before"], r)
+        losses = r["losses"]
+        self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
+
+    def test_compression_rate_matches_gathered_bytes(self):
+        for rank, r in enumerate(self.results):
+            st = r["stats"]
+            e2e = st["end_to_end"]
+            self.assertEqual(st["steps"], STEPS)
+            # Every all-gather of frames that this rank saw, counted independently.
+            self.assertEqual(r["counted_elements"], r["elements_per_step"] * WORLD * STEPS)
+            self.assertEqual(e2e["gathered_bytes"], r["counted_bytes"])
+            expect = 32.0 * r["elements_per_step"] * WORLD * STEPS / (8.0 * r["counted_bytes"])
+            self.assertAlmostEqual(e2e["gathered_compression_rate"], expect, places=9)
+            # This rank's own frames are exactly what the others received from it.
+            self.assertEqual(e2e["bytes_sent"], r["counted_per_rank"][rank])
+            self.assertAlmostEqual(
+                e2e["compression_rate"],
+                32.0 * r["elements_per_step"] * STEPS / (8.0 * r["counted_per_rank"][rank]),
+                places=9)
+            self.assertEqual(e2e["elements"], r["elements_per_step"] * STEPS)
+            # Per-type totals add up to the end-to-end ones.
+            self.assertEqual(sum(t["bytes_sent"] for t in st["per_type"].values()),
+                             e2e["bytes_sent"])
+            # AdaComp does compress: far fewer bytes than float32.
+            self.assertGreater(e2e["compression_rate"], 10.0)
+            self.assertGreater(st["per_type"]["fc"]["compression_rate"],
+                               st["per_type"]["conv"]["compression_rate"])
+
+    def test_residues_keyed_by_parameter_across_bucket_rebuild(self):
+        r = self.results[0]
+        self.assertEqual(r["names"], ["conv.weight", "conv.bias", "fc1.weight", "fc1.bias",
+                                      "fc2.weight", "fc2.bias"])
+        self.assertEqual(r["types"], {"conv.weight": "conv", "conv.bias": "other",
+                                      "fc1.weight": "fc", "fc1.bias": "other",
+                                      "fc2.weight": "fc", "fc2.bias": "other"})
+        steps = r["bucket_steps"]
+        self.assertEqual(len(steps), STEPS)
+        for buckets in steps:  # every parameter exactly once per step
+            self.assertEqual(sorted(n for b in buckets for n in b), sorted(r["names"]))
+        self.assertGreater(len(steps[-1]), 1)
+        self.assertNotEqual(steps[0], steps[1])  # DDP rebuilt its buckets after step 1
+        for name, res in r["residues"].items():
+            self.assertEqual(res.size, r["params"][name].numel(), name)
+            self.assertTrue(np.all(np.isfinite(res)))
+        self.assertTrue(any(np.abs(res).max() > 0 for res in r["residues"].values()))
+
+    def test_checkpoint_resumes_bit_identically(self):
+        for r in self.results:
+            for k, v in r["params"].items():
+                self.assertTrue(torch.equal(v, r["resumed_params"][k]), f"{k} after resume")
+            for k, v in r["residues"].items():
+                np.testing.assert_array_equal(v, r["resumed_residues"][k], err_msg=k)
+            self.assertEqual(r["resumed_steps"], STEPS)
+
+    def test_first_step_equals_functional_api(self):
+        """Step 0 (zero residues): the bucket DDP hands back is the rank-order sum of
+        every rank's decoded frame divided by the world size, bit for bit."""
+        names = self.results[0]["names"]
+        types = self.results[0]["types"]
+        for name in names:
+            bin_size = 50 if types[name] == "conv" else 500
+            total = None
+            for r in self.results:
+                g = r["local_grads0"][name].numpy().ravel()
+                frame = adacomp.Compressor(g.size, bin_size=bin_size).compress(g)
+                out = np.zeros(g.size, np.float32) if total is None else total
+                adacomp.decompress_add(frame, out)
+                total = out
+            expect = total / np.float32(WORLD)
+            for rank, r in enumerate(self.results):
+                got = r["averaged_grads0"][name].numpy().ravel()
+                np.testing.assert_array_equal(got, expect, err_msg=f"{name} on rank {rank}")
+
+    def test_nan_on_one_rank_fails_every_rank(self):
+        for rank, r in enumerate(self.results):
+            self.assertIsNotNone(r["nan_error"], f"rank {rank} did not raise")
+        self.assertIn("rank(s) [1]", self.results[0]["nan_error"])
+
+
+class StateTest(unittest.TestCase):
+    """AdaCompState without a process group: typing, bin sizes, checkpoint checks."""
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.conv = nn.Conv1d(4, 6, 3)
+            self.bn = nn.BatchNorm1d(6)
+            self.lstm = nn.LSTM(6, 5, num_layers=2)
+            self.head = nn.Linear(5, 3)
+            self.frozen = nn.Linear(3, 3)
+            self.frozen.weight.requires_grad_(False)
+
+    def test_layer_types(self):
+        types = adt.layer_types_of(self.Mixed())
+        self.assertEqual(types["conv.weight"], "conv")
+        self.assertEqual(types["conv.bias"], "other")
+        self.assertEqual(types["bn.weight"], "other")
+        self.assertEqual(types["emb.weight"], "fc")  # by shape: 2-D
+        for n in ("weight_ih_l0", "weight_hh_l0", "weight_ih_l1", "weight_hh_l1"):
+            self.assertEqual(types[f"lstm.{n}"], "lstm")
+        self.assertEqual(types["lstm.bias_ih_l0"], "other")
+        self.assertEqual(types["head.weight"], "fc")
+
+    def test_bin_sizes_and_dense_types(self):
+        model = self.Mixed()
+        st = adt.AdaCompState(model=model, dense_types=("other",), bin_sizes={"lstm": 250})
+        names = st.parameter_names()
+        self.assertNotIn("frozen.weight", names)  # no gradient, no compressor
+        self.assertIn("frozen.bias", names)
+        comp = {n: st._by_name[n].compressor for n in names}
+        self.assertEqual(comp["conv.weight"].bin_size, 50)
+        self.assertEqual(comp["head.weight"].bin_size, 500)
+        self.assertEqual(comp["lstm.weight_hh_l1"].bin_size, 250)
+        self.assertEqual(comp["conv.bias"].codec, "dense")
+        self.assertEqual(comp["head.weight"].codec, "adacomp")
+        self.assertEqual(sorted({c.tensor_id for c in comp.values()}), list(range(len(names))))
+        st2 = adt.AdaCompState(model=model, bin_size=64)
+        self.assertEqual({c.compressor.bin_size for c in st2._by_name.values()}, {64})
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=model, bin_sizes={"attention": 10})
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=model, codec="zip")
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=model, layer_types={"nope.weight": "fc"})
+
+    def test_state_dict_checks_before_changing_anything(self):
+        model = self.Mixed()
+        st = adt.AdaCompState(model=model)
+        rng = np.random.default_rng(0)
+        for e in st._by_name.values():
+            e.compressor.compress(rng.standard_normal(e.numel).astype(np.float32))
+        sd = st.state_dict()
+        fresh = adt.AdaCompState(model=model)
+        fresh.load_state_dict(sd)
+        for n, r in st.residues().items():
+            np.testing.assert_array_equal(fresh.residues()[n], r, err_msg=n)
+        # An unknown parameter, a wrong size, or corrupt bytes: refused, nothing changed.
+        other = adt.AdaCompState(model=model)
+        bad = copy.deepcopy(sd)
+        bad["params"]["ghost.weight"] = bad["params"]["head.weight"]
+        with self.assertRaises(ValueError):
+            other.load_state_dict(bad)
+        bad = copy.deepcopy(sd)
+        bad["params"]["head.weight"]["elements"] += 1
+        with self.assertRaises(ValueError):
+            other.load_state_dict(bad)
+        bad = copy.deepcopy(sd)
+        bad["params"]["head.weight"]["state"] = bad["params"]["head.weight"]["state"][:-4]
+        with self.assertRaises(ValueError):
+            other.load_state_dict(bad)
+        for r in other.residues().values():
+            self.assertFalse(r.any())
+        self.assertEqual(other.stats()["steps"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,411 @@
+// Tests for the in-process communicator group, gloo style: every rank is a
+// thread of this process, and the collectives are crossed with rank counts
+// {1, 2, 3, 4, 8, 16} and sizes {0, 1, odd, large}. Expected values come
+// from simple scalar formulas computed independently in each test.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "adacomp/communicator.h"
+
+namespace adacomp {
+namespace {
+
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+using Clock = std::chrono::steady_clock;
+
+// A generous timeout so that a broken test fails instead of hanging.
+constexpr double kTestTimeout = 30.0;
+
+// Runs body(comm) for every rank, each on its own thread, and joins them.
+void OnEveryRank(Comms& comms, const std::function<void(Communicator&)>& body) {
+  std::vector<std::thread> threads;
+  threads.reserve(comms.size());
+  for (auto& c : comms) threads.emplace_back([&body, comm = c.get()] { body(*comm); });
+  for (auto& t : threads) t.join();
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+uint32_t Mix(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t h = a * 0x9E3779B1u ^ (b + 0x7F4A7C15u) * 0x85EBCA77u ^ c * 0xC2B2AE3Du;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return h;
+}
+
+uint8_t ByteOf(int rank, size_t i, int salt) {
+  return static_cast<uint8_t>(
+      Mix(static_cast<uint32_t>(rank), static_cast<uint32_t>(i), static_cast<uint32_t>(salt)) >> 8);
+}
+
+// Values of very different magnitudes, so that a different summation order
+// would change the low bits of many sums.
+float FloatOf(int rank, size_t i, int salt) {
+  const uint32_t h = Mix(static_cast<uint32_t>(rank) + 1000, static_cast<uint32_t>(i),
+                         static_cast<uint32_t>(salt));
+  const float unit = static_cast<float>(h & 0xFFFFFF) / 16777216.0f - 0.5f;
+  static const float kScales[4] = {1.0f, 1e3f, 1e-3f, 3e6f};
+  return unit * kScales[h >> 30];
+}
+
+// Rank r contributes this many bytes to an AllGatherV of nominal size n:
+// some ranks contribute half (0 when n is 1), so lengths vary across ranks.
+size_t GatherLength(int rank, size_t n) { return rank % 3 == 1 ? n / 2 : n; }
+
+std::vector<uint8_t> GatherInput(int rank, size_t n, int salt) {
+  std::vector<uint8_t> v(GatherLength(rank, n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = ByteOf(rank, i, salt);
+  return v;
+}
+
+// Checks a gathered result against the formula, element by element.
+void ExpectGathered(const GatheredBuffers& g, int ranks, size_t n, int salt, int viewer) {
+  ASSERT_EQ(g.ranks(), static_cast<size_t>(ranks)) << "viewer rank " << viewer;
+  ASSERT_EQ(g.offsets.front(), 0u);
+  ASSERT_EQ(g.offsets.back(), g.data.size());
+  for (int r = 0; r < ranks; ++r) {
+    std::span<const uint8_t> got = g.rank(r);
+    ASSERT_EQ(got.size(), GatherLength(r, n)) << "viewer " << viewer << " rank " << r;
+    size_t bad = got.size();
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != ByteOf(r, i, salt)) {
+        bad = i;
+        break;
+      }
+    }
+    EXPECT_EQ(bad, got.size()) << "viewer " << viewer << ": rank " << r
+                               << "'s bytes differ first at index " << bad;
+  }
+}
+
+// The reference sum: a scalar left fold in rank order.
+std::vector<float> ExpectedSum(int ranks, size_t n, int salt) {
+  std::vector<float> sum(n);
+  for (size_t i = 0; i < n; ++i) {
+    float acc = FloatOf(0, i, salt);
+    for (int r = 1; r < ranks; ++r) acc = acc + FloatOf(r, i, salt);
+    sum[i] = acc;
+  }
+  return sum;
+}
+
+bool SameBits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+}
+
+// ---------------------------------------------------------------------------
+// Ranks x sizes.
+
+class CollectiveTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {
+ protected:
+  int ranks() const { return std::get<0>(GetParam()); }
+  size_t n() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(CollectiveTest, AllGatherVReturnsEveryRanksBytesInRankOrder) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    EXPECT_EQ(c.size(), ranks());
+    const std::vector<uint8_t> mine = GatherInput(c.rank(), n(), 1);
+    GatheredBuffers out;
+    out.data.assign(5, 0xEE);  // stale contents must be replaced
+    ASSERT_TRUE(c.AllGatherV(mine, &out).ok());
+    ExpectGathered(out, ranks(), n(), 1, c.rank());
+  });
+}
+
+TEST_P(CollectiveTest, AllReduceSumIsARankOrderFoldBitForBitOnEveryRank) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  const std::vector<float> expected = ExpectedSum(ranks(), n(), 2);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(n());
+    for (size_t i = 0; i < n(); ++i) data[i] = FloatOf(c.rank(), i, 2);
+    ASSERT_TRUE(c.AllReduceSum(data).ok());
+    EXPECT_TRUE(SameBits(data, expected)) << "rank " << c.rank();
+  });
+}
+
+TEST_P(CollectiveTest, BroadcastCopiesTheRootsBytesFromEveryRoot) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    const int roots[2] = {ranks() - 1, 0};
+    for (int root : roots) {
+      std::vector<uint8_t> data(n());
+      for (size_t i = 0; i < n(); ++i) data[i] = ByteOf(c.rank(), i, 3 + root);
+      ASSERT_TRUE(c.Broadcast(data, root).ok());
+      size_t bad = n();
+      for (size_t i = 0; i < n(); ++i) {
+        if (data[i] != ByteOf(root, i, 3 + root)) {
+          bad = i;
+          break;
+        }
+      }
+      EXPECT_EQ(bad, n()) << "rank " << c.rank() << " root " << root;
+    }
+  });
+}
+
+TEST_P(CollectiveTest, BarrierHoldsEveryRankUntilAllArrive) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  std::atomic<int> arrivals{0};
+  OnEveryRank(comms, [&](Communicator& c) {
+    for (int round = 1; round <= 3; ++round) {
+      if (c.rank() == ranks() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      arrivals.fetch_add(1);
+      ASSERT_TRUE(c.Barrier().ok());
+      EXPECT_GE(arrivals.load(), round * ranks()) << "rank " << c.rank() << " round " << round;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksBySizes, CollectiveTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8, 16),
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{1001},
+                                                              size_t{1000000})),
+                         [](const auto& info) {
+                           std::string name = "P";
+                           name += std::to_string(std::get<0>(info.param));
+                           name += "_N";
+                           name += std::to_string(std::get<1>(info.param));
+                           return name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Many consecutive collectives: results must match the call order.
+
+class SequenceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SequenceTest, ManyMixedCollectivesInARowEachGetTheirOwnResult) {
+  const int ranks = GetParam();
+  Comms comms = CreateInProcessGroup(ranks, kTestTimeout);
+  constexpr int kSteps = 240;
+  OnEveryRank(comms, [&](Communicator& c) {
+    for (int step = 0; step < kSteps; ++step) {
+      const size_t n = static_cast<size_t>((step * 37) % 23);
+      // Uneven pacing so that fast ranks run ahead into the next collective.
+      if ((step + c.rank()) % 7 == 0) std::this_thread::yield();
+      switch (step % 4) {
+        case 0: {
+          GatheredBuffers out;
+          ASSERT_TRUE(c.AllGatherV(GatherInput(c.rank(), n, step), &out).ok());
+          ExpectGathered(out, ranks, n, step, c.rank());
+          break;
+        }
+        case 1: {
+          std::vector<float> data(n);
+          for (size_t i = 0; i < n; ++i) data[i] = FloatOf(c.rank(), i, step);
+          ASSERT_TRUE(c.AllReduceSum(data).ok());
+          ASSERT_TRUE(SameBits(data, ExpectedSum(ranks, n, step)))
+              << "step " << step << " rank " << c.rank();
+          break;
+        }
+        case 2: {
+          const int root = step % ranks;
+          std::vector<uint8_t> data(n);
+          for (size_t i = 0; i < n; ++i) data[i] = ByteOf(c.rank(), i, step);
+          ASSERT_TRUE(c.Broadcast(data, root).ok());
+          for (size_t i = 0; i < n; ++i) ASSERT_EQ(data[i], ByteOf(root, i, step)) << step;
+          break;
+        }
+        case 3:
+          ASSERT_TRUE(c.Barrier().ok());
+          break;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SequenceTest, ::testing::Values(1, 2, 3, 4, 8, 16));
+
+// ---------------------------------------------------------------------------
+// Summation order and signed zero.
+
+TEST(InProcessAllReduceSum, SumsInRankOrderNotPairwise) {
+  // (1e8 + 1) - 1e8 == 0 in float; (1e8 - 1e8) + 1 == 1.
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  const float inputs[3] = {1e8f, 1.0f, -1e8f};
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data = {inputs[c.rank()], inputs[2 - c.rank()]};
+    ASSERT_TRUE(c.AllReduceSum(data).ok());
+    EXPECT_EQ(data[0], 0.0f) << "rank " << c.rank();  // ((1e8 + 1) + -1e8)
+    EXPECT_EQ(data[1], 0.0f) << "rank " << c.rank();  // ((-1e8 + 1) + 1e8)
+  });
+}
+
+TEST(InProcessAllReduceSum, KeepsNegativeZeroAndSingleRankInputExactly) {
+  for (int ranks : {1, 2}) {
+    Comms comms = CreateInProcessGroup(ranks, kTestTimeout);
+    OnEveryRank(comms, [&](Communicator& c) {
+      std::vector<float> data = {-0.0f, 1e-45f};
+      ASSERT_TRUE(c.AllReduceSum(data).ok());
+      EXPECT_TRUE(std::signbit(data[0])) << "P=" << ranks << ": -0 + -0 must stay -0";
+      EXPECT_EQ(data[1], ranks * 1e-45f);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Mismatched calls: InvalidArgument on every rank, and the group stays usable.
+
+TEST(InProcessMismatch, AllReduceSumSizesDifferFailsOnEveryRank) {
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(c.rank() == 1 ? 5 : 4, 1.0f);
+    Status s = c.AllReduceSum(data);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 1 5 floats"), std::string::npos) << s.ToString();
+    EXPECT_EQ(data[0], 1.0f);  // untouched
+    // Still usable afterwards.
+    std::vector<float> ok(4, 1.0f);
+    ASSERT_TRUE(c.AllReduceSum(ok).ok());
+    EXPECT_EQ(ok[3], 3.0f);
+  });
+}
+
+TEST(InProcessMismatch, BroadcastSizeOrRootMismatchFailsOnEveryRank) {
+  Comms comms = CreateInProcessGroup(4, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<uint8_t> data(c.rank() == 3 ? 2 : 3, 7);
+    Status s = c.Broadcast(data, 0);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 3 2 bytes"), std::string::npos) << s.ToString();
+
+    std::vector<uint8_t> same(3, static_cast<uint8_t>(c.rank()));
+    s = c.Broadcast(same, c.rank() == 2 ? 1 : 0);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 2 root 1"), std::string::npos) << s.ToString();
+
+    s = c.Broadcast(same, 4);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(same[0], c.rank());
+
+    ASSERT_TRUE(c.Broadcast(same, 2).ok());
+    EXPECT_EQ(same[0], 2);
+  });
+}
+
+TEST(InProcessMismatch, DifferentCollectivesFailOnEveryRank) {
+  Comms comms = CreateInProcessGroup(2, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    Status s;
+    if (c.rank() == 0) {
+      s = c.Barrier();
+    } else {
+      GatheredBuffers out;
+      s = c.AllGatherV({}, &out);
+    }
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 Barrier, rank 1 AllGatherV"), std::string::npos)
+        << s.ToString();
+    EXPECT_TRUE(c.Barrier().ok());
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Abort, timeout, a rank leaving: no hangs, and the message names the rank.
+
+TEST(InProcessAbort, WakesPendingCollectivesAndFailsLaterOnes) {
+  Comms comms = CreateInProcessGroup(4, kTestTimeout);
+  const auto start = Clock::now();
+  OnEveryRank(comms, [&](Communicator& c) {
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      c.Abort(Status::Corruption("frame 3 of tensor 7 failed to decode"));
+      c.Abort(Status::Internal("second abort is ignored"));
+    } else {
+      GatheredBuffers out;
+      Status s = c.AllGatherV(GatherInput(c.rank(), 10, 0), &out);
+      EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+      EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find("frame 3 of tensor 7 failed to decode"), std::string::npos)
+          << s.ToString();
+    }
+    Status later = c.Barrier();
+    EXPECT_EQ(later.code(), StatusCode::kAborted) << later.ToString();
+    EXPECT_NE(later.message().find("rank 2"), std::string::npos);
+  });
+  EXPECT_LT(SecondsSince(start), 5.0);  // far below the 30 s timeout
+}
+
+TEST(InProcessAbort, AbortBeforePeersArriveFailsTheirNextCollective) {
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  comms[0]->Abort(Status::IOError("disk full writing checkpoint"));
+  const auto start = Clock::now();
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(3, 1.0f);
+    Status s = c.AllReduceSum(data);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 aborted"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("disk full"), std::string::npos) << s.ToString();
+    EXPECT_EQ(data[0], 1.0f);
+  });
+  EXPECT_LT(SecondsSince(start), 5.0);
+}
+
+TEST(InProcessTimeout, ReturnsUnavailableNamingTheRanksThatDidNotArrive) {
+  Comms comms = CreateInProcessGroup(4, 0.2);
+  std::atomic<bool> timed_out{false};
+  const auto start = Clock::now();
+  OnEveryRank(comms, [&](Communicator& c) {
+    if (c.rank() >= 2) {
+      // Late ranks: arrive only after the others have given up.
+      while (!timed_out.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const auto late = Clock::now();
+      Status s = c.Barrier();
+      EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+      EXPECT_LT(SecondsSince(late), 0.1) << "a late rank must fail at once, not wait again";
+      return;
+    }
+    Status s = c.Barrier();
+    const double waited = SecondsSince(start);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find("ranks 2, 3 did not arrive"), std::string::npos) << s.ToString();
+    EXPECT_GE(waited, 0.19);
+    EXPECT_LT(waited, 5.0);
+    timed_out.store(true);
+  });
+}
+
+TEST(InProcessLeave, DestroyingARanksCommunicatorUnblocksItsPeers) {
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  std::unique_ptr<Communicator> leaver = std::move(comms[2]);
+  comms.pop_back();
+  const auto start = Clock::now();
+  std::thread destroyer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    leaver.reset();
+  });
+  OnEveryRank(comms, [&](Communicator& c) {
+    Status s = c.Barrier();
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find("rank 2 left the group"), std::string::npos) << s.ToString();
+    s = c.Barrier();
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  });
+  destroyer.join();
+  EXPECT_LT(SecondsSince(start), 5.0);
+}
+
+TEST(InProcessLeave, DestroyingAGroupAfterUseIsQuiet) {
+  Comms comms = CreateInProcessGroup(4, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) { ASSERT_TRUE(c.Barrier().ok()); });
+  comms.clear();  // no waiter, nothing to report, no crash
+}
+
+}  // namespace
+}  // namespace adacomp

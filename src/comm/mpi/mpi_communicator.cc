@@ -1,0 +1,467 @@
+// The MPI Communicator: see include/adacomp/mpi_communicator.h for the
+// contract. Every MPI operation is non-blocking and polled against the
+// collective's deadline, so that no call can hang; every buffer MPI reads or
+// writes is owned by the communicator, so that a collective that timed out
+// (with requests still pending) never leaves MPI pointing at caller memory.
+#include "adacomp/mpi_communicator.h"
+
+// The C API only: OpenMPI's deprecated C++ bindings are not used.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace adacomp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Set once MPI was initialized by CreateMpiCommunicator (so we finalize it),
+// and once any collective failed or Abort ran (so we must not).
+std::atomic<bool> g_we_initialized{false};
+std::atomic<bool> g_job_failed{false};
+
+void FinalizeAtExit() {
+  if (!g_we_initialized.load() || g_job_failed.load()) return;
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+enum Kind : int64_t { kAllGatherV = 1, kAllReduceSum = 2, kBroadcast = 3, kBarrier = 4 };
+
+const char* KindName(int64_t kind) {
+  switch (kind) {
+    case kAllGatherV:
+      return "AllGatherV";
+    case kAllReduceSum:
+      return "AllReduceSum";
+    case kBroadcast:
+      return "Broadcast";
+    case kBarrier:
+      return "Barrier";
+  }
+  return "unknown collective";
+}
+
+// Exchanged by every rank with every peer at the start of each collective.
+struct Header {
+  int64_t kind = 0;
+  int64_t sequence = 0;
+  int64_t count = 0;  // bytes or floats
+  int64_t root = 0;
+};
+static_assert(sizeof(Header) == 4 * sizeof(int64_t));
+
+constexpr int kHeaderTag = 7301;
+// Large AllReduceSum / Broadcast payloads move in chunks: MPI counts are int,
+// and rank 0's gather buffer is P chunks.
+constexpr size_t kReduceChunkFloats = size_t{1} << 20;
+constexpr size_t kBroadcastChunkBytes = size_t{1} << 30;
+
+std::string MpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, length);
+}
+
+// "0.2", "30", "1e+09": seconds as a person would write them.
+std::string Seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, const MpiOptions& options)
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        timeout_seconds_(options.timeout_seconds),
+        headers_(size),
+        requests_(2 * static_cast<size_t>(size)) {}
+
+  ~MpiCommunicator() override {
+    if (!failure_.ok()) {
+      // Peers may be stuck waiting for us: a clean shutdown is impossible.
+      Abort(failure_);
+      return;
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status AllGatherV(std::span<const uint8_t> mine, GatheredBuffers* out) override {
+    assert(out != nullptr);
+    Collective c;
+    ADACOMP_RETURN_IF_ERROR(Begin(kAllGatherV, static_cast<int64_t>(mine.size()), 0, &c));
+    // Counts and displacements come from the headers: no padding.
+    out->offsets.assign(size_ + 1, 0);
+    for (int r = 0; r < size_; ++r) {
+      out->offsets[r + 1] = out->offsets[r] + static_cast<size_t>(headers_[r].count);
+    }
+    const size_t total = out->offsets[size_];
+    if (total > static_cast<size_t>(INT_MAX)) {
+      return Status::OutOfRange(Where(c) + ": the ranks' frames add up to " +
+                                std::to_string(total) + " bytes, over MPI's int limit of " +
+                                std::to_string(INT_MAX));
+    }
+    if (size_ > 1) {
+      send_bytes_.assign(mine.begin(), mine.end());
+      send_bytes_.push_back(0);  // never a null send buffer
+      recv_bytes_.resize(total + 1);
+      counts_.resize(size_);
+      displs_.resize(size_);
+      for (int r = 0; r < size_; ++r) {
+        counts_[r] = static_cast<int>(headers_[r].count);
+        displs_[r] = static_cast<int>(out->offsets[r]);
+      }
+      MPI_Request request = MPI_REQUEST_NULL;
+      ADACOMP_RETURN_IF_ERROR(
+          Check(c, "MPI_Iallgatherv",
+                MPI_Iallgatherv(send_bytes_.data(), static_cast<int>(mine.size()), MPI_BYTE,
+                                recv_bytes_.data(), counts_.data(), displs_.data(), MPI_BYTE, comm_,
+                                &request)));
+      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+      out->data.assign(recv_bytes_.begin(), recv_bytes_.begin() + total);
+    } else {
+      out->data.assign(mine.begin(), mine.end());
+    }
+    return Status::OK();
+  }
+
+  Status AllReduceSum(std::span<float> data) override {
+    Collective c;
+    ADACOMP_RETURN_IF_ERROR(Begin(kAllReduceSum, static_cast<int64_t>(data.size()), 0, &c));
+    if (size_ == 1) return Status::OK();
+    for (size_t begin = 0; begin < data.size(); begin += kReduceChunkFloats) {
+      const size_t n = std::min(kReduceChunkFloats, data.size() - begin);
+      reduce_send_.assign(data.begin() + begin, data.begin() + begin + n);
+      if (rank_ == 0) reduce_gathered_.resize(n * size_);
+      MPI_Request request = MPI_REQUEST_NULL;
+      ADACOMP_RETURN_IF_ERROR(
+          Check(c, "MPI_Igather",
+                MPI_Igather(reduce_send_.data(), static_cast<int>(n), MPI_FLOAT,
+                            rank_ == 0 ? reduce_gathered_.data() : nullptr, static_cast<int>(n),
+                            MPI_FLOAT, 0, comm_, &request)));
+      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+      if (rank_ == 0) {
+        // Left fold in rank order, the same arithmetic as the in-process group.
+        float* acc = reduce_send_.data();
+        std::memcpy(acc, reduce_gathered_.data(), n * sizeof(float));
+        for (int r = 1; r < size_; ++r) {
+          const float* x = reduce_gathered_.data() + static_cast<size_t>(r) * n;
+          for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+        }
+      }
+      ADACOMP_RETURN_IF_ERROR(Check(
+          c, "MPI_Ibcast",
+          MPI_Ibcast(reduce_send_.data(), static_cast<int>(n), MPI_FLOAT, 0, comm_, &request)));
+      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+      std::memcpy(data.data() + begin, reduce_send_.data(), n * sizeof(float));
+    }
+    return Status::OK();
+  }
+
+  Status Broadcast(std::span<uint8_t> data, int root) override {
+    Collective c;
+    ADACOMP_RETURN_IF_ERROR(Begin(kBroadcast, static_cast<int64_t>(data.size()), root, &c));
+    if (size_ == 1) return Status::OK();
+    for (size_t begin = 0; begin < data.size(); begin += kBroadcastChunkBytes) {
+      const size_t n = std::min(kBroadcastChunkBytes, data.size() - begin);
+      if (rank_ == root) {
+        bcast_bytes_.assign(data.begin() + begin, data.begin() + begin + n);
+      } else {
+        bcast_bytes_.resize(n);
+      }
+      MPI_Request request = MPI_REQUEST_NULL;
+      ADACOMP_RETURN_IF_ERROR(Check(
+          c, "MPI_Ibcast",
+          MPI_Ibcast(bcast_bytes_.data(), static_cast<int>(n), MPI_BYTE, root, comm_, &request)));
+      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+      if (rank_ != root) std::memcpy(data.data() + begin, bcast_bytes_.data(), n);
+    }
+    return Status::OK();
+  }
+
+  Status Barrier() override {
+    Collective c;
+    return Begin(kBarrier, 0, 0, &c);
+  }
+
+  void Abort(const Status& why) override {
+    g_job_failed.store(true);
+    if (aborting_.exchange(true)) return;
+    std::fprintf(stderr, "adacomp: rank %d of %d aborts the MPI job: %s\n", rank_, size_,
+                 why.ToString().c_str());
+    std::fflush(stderr);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Abort(comm_, 1);
+    std::_Exit(1);  // MPI_Abort should not return; make sure this rank stops.
+  }
+
+ private:
+  struct Collective {
+    int64_t kind = 0;
+    int64_t sequence = 0;
+    Clock::time_point deadline;
+  };
+
+  std::string Where(const Collective& c) const {
+    return std::string("MPI ") + KindName(c.kind) + " #" + std::to_string(c.sequence) +
+           " on rank " + std::to_string(rank_);
+  }
+
+  Status Fail(Status status) {
+    failure_ = status;
+    g_job_failed.store(true);
+    return status;
+  }
+
+  Status Check(const Collective& c, const char* call, int rc) {
+    if (rc == MPI_SUCCESS) return Status::OK();
+    return Fail(Status::Unavailable(Where(c) + ": " + call + " failed: " + MpiErrorText(rc)));
+  }
+
+  // Polls `count` requests until all are complete or the deadline passes.
+  // Completed requests become MPI_REQUEST_NULL; *timed_out says which case.
+  Status Poll(const Collective& c, MPI_Request* requests, int count, bool* timed_out) {
+    *timed_out = false;
+    int remaining = 0;
+    for (int i = 0; i < count; ++i) remaining += requests[i] != MPI_REQUEST_NULL;
+    indices_.resize(std::max(count, 1));
+    int polls = 0;
+    auto nap = std::chrono::microseconds(10);
+    while (remaining > 0) {
+      int done = 0;
+      const int rc = MPI_Testsome(count, requests, &done, indices_.data(), MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        return Fail(Status::Unavailable(Where(c) + ": MPI_Testsome failed: " + MpiErrorText(rc)));
+      }
+      if (done == MPI_UNDEFINED) break;
+      remaining -= done;
+      if (remaining == 0) break;
+      if (done > 0) {
+        polls = 0;
+        nap = std::chrono::microseconds(10);
+        continue;
+      }
+      if (Clock::now() >= c.deadline) {
+        *timed_out = true;
+        return Status::OK();
+      }
+      // Spin briefly (latency), then back off so a waiting rank does not take
+      // the CPU from a peer that is still computing.
+      if (++polls < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(500));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status WaitData(const Collective& c, MPI_Request* request) {
+    bool timed_out = false;
+    ADACOMP_RETURN_IF_ERROR(Poll(c, request, 1, &timed_out));
+    if (timed_out) {
+      return Fail(Status::Unavailable(
+          Where(c) + ": every rank arrived but the data exchange did not finish within " +
+          Seconds(timeout_seconds_) + " s (a peer stalled or died)"));
+    }
+    return Status::OK();
+  }
+
+  // Starts a collective: exchanges headers with every peer, point to point,
+  // and checks that every rank called the same collective with matching
+  // sizes. On OK, headers_[r] holds rank r's header.
+  Status Begin(int64_t kind, int64_t count, int64_t root, Collective* c) {
+    c->kind = kind;
+    c->sequence = sequence_++;
+    c->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(timeout_seconds_));
+    if (!failure_.ok()) return failure_;
+    my_header_ = Header{kind, c->sequence, count, root};
+    headers_[rank_] = my_header_;
+    if (size_ > 1) {
+      std::fill(requests_.begin(), requests_.end(), MPI_REQUEST_NULL);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        ADACOMP_RETURN_IF_ERROR(
+            Check(*c, "MPI_Irecv",
+                  MPI_Irecv(&headers_[r], 4, MPI_INT64_T, r, kHeaderTag, comm_, &requests_[r])));
+        ADACOMP_RETURN_IF_ERROR(Check(
+            *c, "MPI_Isend",
+            MPI_Isend(&my_header_, 4, MPI_INT64_T, r, kHeaderTag, comm_, &requests_[size_ + r])));
+      }
+      bool timed_out = false;
+      ADACOMP_RETURN_IF_ERROR(Poll(*c, requests_.data(), 2 * size_, &timed_out));
+      if (timed_out) {
+        std::vector<int> missing;
+        for (int r = 0; r < size_; ++r) {
+          if (r != rank_ && requests_[r] != MPI_REQUEST_NULL) missing.push_back(r);
+        }
+        if (missing.empty()) {
+          return Fail(Status::Unavailable(Where(*c) +
+                                          ": peers did not take this rank's header within " +
+                                          Seconds(timeout_seconds_) + " s"));
+        }
+        return Fail(Status::Unavailable(Where(*c) + " timed out after " +
+                                        Seconds(timeout_seconds_) + " s: " + RankList(missing) +
+                                        " did not arrive"));
+      }
+    }
+    return CheckHeaders(*c);
+  }
+
+  // Every rank sees the same headers, so every rank reaches the same verdict.
+  Status CheckHeaders(const Collective& c) const {
+    const Header& h0 = headers_[0];
+    bool same_kind = true;
+    bool same_count = true;
+    bool same_root = true;
+    for (int r = 0; r < size_; ++r) {
+      same_kind &= headers_[r].kind == h0.kind && headers_[r].sequence == h0.sequence;
+      same_count &= headers_[r].count == h0.count;
+      same_root &= headers_[r].root == h0.root;
+    }
+    auto list = [&](auto&& describe) {
+      std::string s;
+      for (int r = 0; r < size_; ++r) s += std::string(r == 0 ? " " : ", ") + describe(r);
+      return s;
+    };
+    if (!same_kind) {
+      return Status::InvalidArgument(
+          Where(c) + ": ranks called different collectives:" + list([&](int r) {
+            return "rank " + std::to_string(r) + " " + KindName(headers_[r].kind) + " #" +
+                   std::to_string(headers_[r].sequence);
+          }));
+    }
+    if (c.kind == kAllReduceSum && !same_count) {
+      return Status::InvalidArgument(
+          Where(c) +
+          ": sizes differ across ranks (every rank must pass the same):" + list([&](int r) {
+            return "rank " + std::to_string(r) + " " + std::to_string(headers_[r].count) +
+                   " floats";
+          }));
+    }
+    if (c.kind == kBroadcast) {
+      if (!same_root) {
+        return Status::InvalidArgument(
+            Where(c) + ": ranks named different roots:" + list([&](int r) {
+              return "rank " + std::to_string(r) + " root " + std::to_string(headers_[r].root);
+            }));
+      }
+      if (h0.root < 0 || h0.root >= size_) {
+        return Status::InvalidArgument(Where(c) + ": root " + std::to_string(h0.root) +
+                                       " is not a rank of a " + std::to_string(size_) +
+                                       "-rank job");
+      }
+      if (!same_count) {
+        return Status::InvalidArgument(
+            Where(c) +
+            ": sizes differ across ranks (every rank must pass the same):" + list([&](int r) {
+              return "rank " + std::to_string(r) + " " + std::to_string(headers_[r].count) +
+                     " bytes";
+            }));
+      }
+    }
+    return Status::OK();
+  }
+
+  MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  const double timeout_seconds_;
+  int64_t sequence_ = 0;
+  Status failure_;  // sticky
+  std::atomic<bool> aborting_{false};
+
+  // Buffers MPI reads or writes; members so that they outlive any request.
+  Header my_header_;
+  std::vector<Header> headers_;
+  std::vector<MPI_Request> requests_;  // [0, P): header receives; [P, 2P): sends
+  std::vector<int> indices_;
+  std::vector<uint8_t> send_bytes_;
+  std::vector<uint8_t> recv_bytes_;
+  std::vector<int> counts_;
+  std::vector<int> displs_;
+  std::vector<float> reduce_send_;
+  std::vector<float> reduce_gathered_;
+  std::vector<uint8_t> bcast_bytes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& options) {
+  if (!(options.timeout_seconds > 0)) {
+    return Status::InvalidArgument("MPI communicator: timeout_seconds must be > 0, got " +
+                                   std::to_string(options.timeout_seconds));
+  }
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    return Status::Unavailable("MPI communicator: MPI was already finalized in this process");
+  }
+  if (!initialized) {
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+      return Status::Unavailable("MPI communicator: MPI_Init_thread failed: " + MpiErrorText(rc));
+    }
+    g_we_initialized.store(true);
+    std::atexit(FinalizeAtExit);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      return Status::Unavailable("MPI communicator: this MPI offers thread level " +
+                                 std::to_string(provided) + ", below MPI_THREAD_SERIALIZED");
+    }
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rc != MPI_SUCCESS) {
+    return Status::Unavailable("MPI communicator: MPI_Comm_dup failed: " + MpiErrorText(rc));
+  }
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return std::unique_ptr<Communicator>(
+      std::make_unique<MpiCommunicator>(comm, rank, size, options));
+}
+
+}  // namespace adacomp

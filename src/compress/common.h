@@ -1,0 +1,50 @@
+// Helpers shared by the compressors (internal to adacomp_core): gradient
+// checks, the residual pass, checkpoint state bytes, and the factories of the
+// individual codecs that Compressor::Create dispatches to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/status.h"
+
+namespace adacomp::internal {
+
+// InvalidArgument unless grad.size() == elements and every value is finite.
+Status CheckGradient(std::span<const float> grad, uint64_t elements);
+
+// Largest |v| (v finite).
+float MaxAbs(std::span<const float> v);
+
+// g = residue + grad, element by element. InvalidArgument (g partly written,
+// nothing else changed) if a sum overflows to infinity.
+Status ResidualGradient(std::span<const float> residue, std::span<const float> grad,
+                        std::span<float> g);
+
+// Checkpoint bytes: "ACS\x01", codec, value mode, 2 reserved zero bytes,
+// elements u64, step u64, residue count u64, residue floats, CRC32C of all
+// before it; little-endian.
+std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements,
+                                    uint64_t step, std::span<const float> residue);
+// Validates state bytes made by SaveStateBytes for this codec and size; on
+// success sets *step and copies the residue into `residue` (whose size must be
+// the residue count the codec keeps: elements or 0). On error writes nothing.
+Status LoadStateBytes(std::span<const uint8_t> state, Codec codec, ValueMode values,
+                      uint64_t elements, uint64_t* step, std::span<float> residue);
+
+// Fills the 17-entry histogram with one bin that selected `count` elements.
+inline void AddToHistogram(std::array<uint64_t, 17>* hist, uint64_t count) {
+  (*hist)[count < 16 ? count : 16] += 1;
+}
+
+std::unique_ptr<Compressor> NewDenseCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+std::unique_ptr<Compressor> NewAdaCompCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+std::unique_ptr<Compressor> NewTopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+std::unique_ptr<Compressor> NewThresholdCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+std::unique_ptr<Compressor> NewOneBitCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+std::unique_ptr<Compressor> NewTernGradCompressor(const CodecConfig& c, uint32_t id, uint64_t n);
+
+}  // namespace adacomp::internal

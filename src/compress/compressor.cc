@@ -1,0 +1,234 @@
+// Codec names, config validation, Compressor::Create, and the shared helpers
+// of compress/common.h.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "adacomp/codec.h"
+#include "compress/common.h"
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "wire/frame.h"
+
+namespace adacomp {
+
+std::string_view CodecName(Codec codec) {
+  switch (codec) {
+    case Codec::kDense:
+      return "dense";
+    case Codec::kAdaComp:
+      return "adacomp";
+    case Codec::kTopK:
+      return "topk";
+    case Codec::kThreshold:
+      return "threshold";
+    case Codec::kOneBit:
+      return "onebit";
+    case Codec::kTernGrad:
+      return "terngrad";
+  }
+  return "unknown";
+}
+
+Result<Codec> ParseCodec(std::string_view name) {
+  for (uint8_t i = 0; i <= wire::kMaxCodecId; ++i) {
+    if (CodecName(static_cast<Codec>(i)) == name) return static_cast<Codec>(i);
+  }
+  return Status::InvalidArgument("unknown codec '" + std::string(name) +
+                                 "' (expected dense, adacomp, topk, threshold, onebit or "
+                                 "terngrad)");
+}
+
+std::string_view ValueModeName(ValueMode mode) {
+  switch (mode) {
+    case ValueMode::kTernary:
+      return "ternary";
+    case ValueMode::kFp16:
+      return "fp16";
+    case ValueMode::kFp32:
+      return "fp32";
+  }
+  return "unknown";
+}
+
+Result<ValueMode> ParseValueMode(std::string_view name) {
+  for (uint8_t i = 0; i <= 2; ++i) {
+    if (ValueModeName(static_cast<ValueMode>(i)) == name) return static_cast<ValueMode>(i);
+  }
+  return Status::InvalidArgument("unknown value mode '" + std::string(name) +
+                                 "' (expected ternary, fp16 or fp32)");
+}
+
+Status CodecConfig::Validate() const {
+  if (static_cast<uint8_t>(codec) > wire::kMaxCodecId) {
+    return Status::InvalidArgument("codec: unknown id " + std::to_string(int(codec)));
+  }
+  switch (codec) {
+    case Codec::kAdaComp:
+      if (bin_size == 0) return Status::InvalidArgument("bin_size must be >= 1");
+      if (static_cast<uint8_t>(values) > 2) {
+        return Status::InvalidArgument("values: unknown value mode " + std::to_string(int(values)));
+      }
+      break;
+    case Codec::kTopK:
+      if (!(density > 0.0 && density <= 1.0)) {
+        return Status::InvalidArgument("density must be in (0, 1], got " +
+                                       std::to_string(density));
+      }
+      break;
+    case Codec::kThreshold:
+      if (!std::isfinite(tau) || !(tau > 0.0f)) {
+        return Status::InvalidArgument("tau must be finite and > 0, got " + std::to_string(tau));
+      }
+      break;
+    default:
+      break;
+  }
+  return Status::OK();
+}
+
+void CompressStats::Merge(const CompressStats& o) {
+  elements += o.elements;
+  selected += o.selected;
+  bins += o.bins;
+  frame_bytes += o.frame_bytes;
+  for (size_t i = 0; i < bin_histogram.size(); ++i) bin_histogram[i] += o.bin_histogram[i];
+}
+
+Result<std::unique_ptr<Compressor>> Compressor::Create(const CodecConfig& config,
+                                                       uint32_t tensor_id, uint64_t elements) {
+  ADACOMP_RETURN_IF_ERROR(config.Validate());
+  if (elements > wire::kMaxElements) {
+    return Status::InvalidArgument("a tensor may have at most 2^32-1 elements, got " +
+                                   std::to_string(elements));
+  }
+  switch (config.codec) {
+    case Codec::kDense:
+      return internal::NewDenseCompressor(config, tensor_id, elements);
+    case Codec::kAdaComp:
+      return internal::NewAdaCompCompressor(config, tensor_id, elements);
+    case Codec::kTopK:
+      return internal::NewTopKCompressor(config, tensor_id, elements);
+    case Codec::kThreshold:
+      return internal::NewThresholdCompressor(config, tensor_id, elements);
+    case Codec::kOneBit:
+      return internal::NewOneBitCompressor(config, tensor_id, elements);
+    case Codec::kTernGrad:
+      return internal::NewTernGradCompressor(config, tensor_id, elements);
+  }
+  return Status::InvalidArgument("unknown codec");
+}
+
+std::optional<size_t> FindNonFinite(std::span<const float> values) {
+  // Blocks of branch-free checks (vectorizable), then a scan of the bad block.
+  constexpr size_t kBlock = 256;
+  const size_t n = values.size();
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    uint32_t bad = 0;
+    for (size_t i = start; i < end; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+      bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+    }
+    if (bad) {
+      for (size_t i = start; i < end; ++i) {
+        if (!std::isfinite(values[i])) return i;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+namespace internal {
+
+Status CheckGradient(std::span<const float> grad, uint64_t elements) {
+  if (grad.size() != elements) {
+    return Status::InvalidArgument("gradient has " + std::to_string(grad.size()) +
+                                   " elements, the compressor was made for " +
+                                   std::to_string(elements));
+  }
+  if (auto bad = FindNonFinite(grad)) {
+    return Status::InvalidArgument("gradient element " + std::to_string(*bad) + " is " +
+                                   (std::isnan(grad[*bad]) ? "NaN" : "infinite"));
+  }
+  return Status::OK();
+}
+
+float MaxAbs(std::span<const float> v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+Status ResidualGradient(std::span<const float> residue, std::span<const float> grad,
+                        std::span<float> g) {
+  const size_t n = grad.size();
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = residue[i] + grad[i];
+    g[i] = v;
+    bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(v) & 0x7F800000u) == 0x7F800000u);
+  }
+  if (bad) {
+    return Status::InvalidArgument(
+        "residue + gradient overflows float32 (gradient values near 3.4e38)");
+  }
+  return Status::OK();
+}
+
+namespace {
+constexpr uint8_t kStateMagic[4] = {'A', 'C', 'S', 1};
+constexpr size_t kStateHeader = 32;
+}  // namespace
+
+std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements,
+                                    uint64_t step, std::span<const float> residue) {
+  std::vector<uint8_t> out(kStateHeader + 4 * residue.size() + 4, 0);
+  std::memcpy(out.data(), kStateMagic, 4);
+  out[4] = static_cast<uint8_t>(codec);
+  out[5] = static_cast<uint8_t>(values);
+  StoreU64(&out[8], elements);
+  StoreU64(&out[16], step);
+  StoreU64(&out[24], residue.size());
+  for (size_t i = 0; i < residue.size(); ++i) StoreF32(&out[kStateHeader + 4 * i], residue[i]);
+  const size_t end = out.size() - 4;
+  StoreU32(&out[end], Crc32cExtend(0, out.data(), end));
+  return out;
+}
+
+Status LoadStateBytes(std::span<const uint8_t> state, Codec codec, ValueMode values,
+                      uint64_t elements, uint64_t* step, std::span<float> residue) {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument("compressor state: " + m); };
+  if (state.size() < kStateHeader + 4) return bad("too short (" + std::to_string(state.size()) + " bytes)");
+  if (std::memcmp(state.data(), kStateMagic, 4) != 0) return bad("bad magic or version");
+  const size_t end = state.size() - 4;
+  if (LoadU32(&state[end]) != Crc32cExtend(0, state.data(), end)) return bad("checksum mismatch");
+  if (state[4] != static_cast<uint8_t>(codec)) {
+    return bad("saved by codec " + std::string(CodecName(static_cast<Codec>(state[4]))) +
+               ", loading into " + std::string(CodecName(codec)));
+  }
+  if (state[5] != static_cast<uint8_t>(values)) return bad("value mode differs");
+  if (state[6] != 0 || state[7] != 0) return bad("reserved bytes are not zero");
+  const uint64_t n = LoadU64(&state[8]);
+  if (n != elements) {
+    return bad("saved for " + std::to_string(n) + " elements, this compressor has " +
+               std::to_string(elements));
+  }
+  const uint64_t count = LoadU64(&state[24]);
+  if (count != residue.size()) return bad("residue count " + std::to_string(count) + " is wrong");
+  if ((state.size() - kStateHeader - 4) / 4 != count || (state.size() - kStateHeader - 4) % 4) {
+    return bad("length does not match the residue count");
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(LoadF32(&state[kStateHeader + 4 * i]))) {
+      return bad("residue element " + std::to_string(i) + " is not finite");
+    }
+  }
+  *step = LoadU64(&state[16]);
+  for (uint64_t i = 0; i < count; ++i) residue[i] = LoadF32(&state[kStateHeader + 4 * i]);
+  return Status::OK();
+}
+
+}  // namespace internal
+}  // namespace adacomp

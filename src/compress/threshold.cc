@@ -1,0 +1,71 @@
+// The `threshold` baseline (Strom 2015): +-tau for every |G| >= tau, residue.
+#include <cmath>
+
+#include "compress/common.h"
+#include "wire/frame.h"
+
+namespace adacomp::internal {
+namespace {
+
+class ThresholdCompressor final : public Compressor {
+ public:
+  ThresholdCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
+      : Compressor(c, id, n), tau_(c.tau), residue_(n, 0.0f), g_(n) {}
+
+  Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
+                  CompressStats* stats) override {
+    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
+    ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
+    const size_t n = g_.size();
+    selected_.clear();
+    for (size_t j = 0; j < n; ++j) {
+      if (std::fabs(g_[j]) >= tau_) selected_.push_back(static_cast<uint32_t>(j));
+    }
+    wire::Params p;
+    p.selected = selected_.size();
+    p.scale = tau_;
+    p.code = wire::ChooseIndexCode(selected_);
+    const size_t payload =
+        wire::SparsePayloadBytes(p.selected, wire::IndexCodeBits(selected_, p.code), true, 0);
+    const size_t start = frame->size();
+    const size_t at = wire::BeginFrame(frame, Codec::kThreshold, tensor_id(), n, p, payload);
+    uint8_t* dst = frame->data() + at;
+    wire::WriteSparseBits(dst, dst + payload, selected_, p.code, true,
+                          [&](size_t e) { return g_[selected_[e]] < 0.0f; });
+    wire::FinishFrame(frame, start);
+    residue_.swap(g_);
+    for (uint32_t j : selected_) residue_[j] = residue_[j] < 0.0f ? residue_[j] + tau_ : residue_[j] - tau_;
+    if (stats) {
+      *stats = CompressStats{};
+      stats->elements = n;
+      stats->selected = selected_.size();
+      stats->frame_bytes = frame->size() - start;
+    }
+    ++step_;
+    return Status::OK();
+  }
+  std::span<const float> residue() const override { return residue_; }
+  std::vector<uint8_t> SaveState() const override {
+    return SaveStateBytes(Codec::kThreshold, ValueMode::kTernary, elements(), step_, residue_);
+  }
+  Status LoadState(std::span<const uint8_t> state) override {
+    return LoadStateBytes(state, Codec::kThreshold, ValueMode::kTernary, elements(), &step_,
+                          residue_);
+  }
+
+ private:
+  float tau_;
+  std::vector<float> residue_;
+  std::vector<float> g_;
+  std::vector<uint32_t> selected_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> NewThresholdCompressor(const CodecConfig& c, uint32_t id,
+                                                   uint64_t n) {
+  return std::make_unique<ThresholdCompressor>(c, id, n);
+}
+
+}  // namespace adacomp::internal

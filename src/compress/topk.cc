@@ -1,0 +1,84 @@
+// The `topk` baseline: the k = max(1, ceil(density * N)) largest |G| per
+// tensor (ties: the lower index wins), sent as float32, with residue.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "compress/common.h"
+#include "core/endian.h"
+#include "wire/frame.h"
+
+namespace adacomp::internal {
+namespace {
+
+class TopKCompressor final : public Compressor {
+ public:
+  TopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
+      : Compressor(c, id, n), residue_(n, 0.0f), g_(n), order_(n) {
+    k_ = n == 0 ? 0
+                : std::min<uint64_t>(
+                      n, std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(
+                                                   c.density * static_cast<double>(n)))));
+  }
+
+  Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
+                  CompressStats* stats) override {
+    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
+    ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
+    const size_t n = g_.size();
+    const size_t k = static_cast<size_t>(k_);
+    std::iota(order_.begin(), order_.end(), 0u);
+    const float* g = g_.data();
+    auto before = [g](uint32_t a, uint32_t b) {
+      const float fa = std::fabs(g[a]), fb = std::fabs(g[b]);
+      return fa > fb || (fa == fb && a < b);
+    };
+    if (k < n) std::nth_element(order_.begin(), order_.begin() + k, order_.end(), before);
+    std::sort(order_.begin(), order_.begin() + k);
+    std::span<const uint32_t> sel(order_.data(), k);
+
+    wire::Params p;
+    p.selected = k;
+    p.code = wire::ChooseIndexCode(sel);
+    const size_t payload = wire::SparsePayloadBytes(k, wire::IndexCodeBits(sel, p.code), false, 4);
+    const size_t start = frame->size();
+    const size_t at = wire::BeginFrame(frame, Codec::kTopK, tensor_id(), n, p, payload);
+    uint8_t* dst = frame->data() + at;
+    for (size_t e = 0; e < k; ++e) StoreF32(dst + 4 * e, g[sel[e]]);
+    wire::WriteSparseBits(dst + 4 * k, dst + payload, sel, p.code, false,
+                          [](size_t) { return false; });
+    wire::FinishFrame(frame, start);
+    residue_.swap(g_);  // R = G, then G - G = 0 where sent
+    for (uint32_t j : sel) residue_[j] = 0.0f;
+    if (stats) {
+      *stats = CompressStats{};
+      stats->elements = n;
+      stats->selected = k;
+      stats->frame_bytes = frame->size() - start;
+    }
+    ++step_;
+    return Status::OK();
+  }
+  std::span<const float> residue() const override { return residue_; }
+  std::vector<uint8_t> SaveState() const override {
+    return SaveStateBytes(Codec::kTopK, ValueMode::kTernary, elements(), step_, residue_);
+  }
+  Status LoadState(std::span<const uint8_t> state) override {
+    return LoadStateBytes(state, Codec::kTopK, ValueMode::kTernary, elements(), &step_, residue_);
+  }
+
+ private:
+  uint64_t k_ = 0;
+  std::vector<float> residue_;
+  std::vector<float> g_;
+  std::vector<uint32_t> order_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> NewTopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n) {
+  return std::make_unique<TopKCompressor>(c, id, n);
+}
+
+}  // namespace adacomp::internal

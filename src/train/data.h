@@ -1,0 +1,69 @@
+// src/train/data.h: readers for the training data sets (no torch here).
+//
+// - IDX files (MNIST / Fashion-MNIST), gzip-compressed or raw: validated
+//   magic, element type, rank, dimensions and exact size.
+// - CIFAR-10 binary batches (data_batch_1..5.bin, test_batch.bin; records of
+//   1 label byte + 3072 pixel bytes, channel-major).
+// - Plain text for the character model: a file, or a directory whose plain
+//   files are read in name order (*.dat, *.u8 and hidden files skipped).
+//
+// Every error names the file and what is wrong with it. The loaded sets are
+// immutable values; one copy may be shared read-only by many learner threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "adacomp/status.h"
+
+namespace adacomp::train {
+
+// count images of channels x height x width bytes (channel-major), plus labels.
+struct ImageSet {
+  int64_t count = 0;
+  int64_t channels = 1;
+  int64_t height = 0;
+  int64_t width = 0;
+  int classes = 10;
+  std::vector<uint8_t> pixels;  // count * channels * height * width
+  std::vector<uint8_t> labels;  // count, each < classes
+  int64_t image_bytes() const { return channels * height * width; }
+};
+
+// The whole content of a file, gunzipped when it is gzip (raw otherwise).
+// Fails with NotFound / IOError / Corruption naming the file; files larger
+// than max_bytes after decompression are OutOfRange.
+Result<std::vector<uint8_t>> ReadMaybeGzip(const std::string& path,
+                                           uint64_t max_bytes = uint64_t{1} << 31);
+
+// Parses IDX bytes: an unsigned-byte array of rank `expected_rank` (3 for
+// images, 1 for labels). `dims` receives the dimensions, `data` the payload.
+Status ParseIdx(const std::vector<uint8_t>& bytes, int expected_rank, const std::string& path,
+                std::vector<int64_t>* dims, std::vector<uint8_t>* data);
+
+// Reads an IDX image file and its label file and checks they agree
+// (count, labels < 10).
+Result<ImageSet> ReadIdxPair(const std::string& images_path, const std::string& labels_path);
+
+// MNIST-layout directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
+Result<ImageSet> LoadMnistDir(const std::string& dir, bool train);
+
+// CIFAR-10 binary directory: data_batch_1..5.bin (train) or test_batch.bin.
+Result<ImageSet> LoadCifarDir(const std::string& dir, bool train);
+// True when dir holds data_batch_1.bin (so the caller can fall back otherwise).
+bool LooksLikeCifarDir(const std::string& dir);
+
+// 28x28x1 -> 32x32x3: zero padding of 2 on each side, the channel repeated 3 times.
+ImageSet PadTo32x32x3(const ImageSet& in);
+
+// Byte-level text corpus, split per file: the first (1 - test_fraction) of
+// every file goes to train, the rest to test.
+struct TextCorpus {
+  std::vector<uint8_t> train;
+  std::vector<uint8_t> test;
+  std::vector<std::string> files;  // the files read, in order
+};
+Result<TextCorpus> LoadTextCorpus(const std::string& path, double test_fraction = 0.1);
+
+}  // namespace adacomp::train

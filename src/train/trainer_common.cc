@@ -1,0 +1,127 @@
+// The torch-free parts of adacomp/trainer.h: names, defaults, JSON output.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "adacomp/trainer.h"
+
+namespace adacomp {
+namespace {
+
+using nlohmann::json;
+
+json Opt(const std::optional<double>& v) {
+  if (!v || !std::isfinite(*v)) return nullptr;
+  return *v;
+}
+
+json Rates(const std::optional<double> (&rate)[kLayerTypeCount], double end_to_end) {
+  json r = json::object();
+  for (int t = 0; t < kLayerTypeCount; ++t) r[LayerTypeName(static_cast<LayerType>(t))] = Opt(rate[t]);
+  r["end_to_end"] = std::isfinite(end_to_end) ? json(end_to_end) : json(nullptr);
+  return r;
+}
+
+json PerType(const std::optional<double> (&v)[kLayerTypeCount]) {
+  json r = json::object();
+  for (int t = 0; t < kLayerTypeCount; ++t) r[LayerTypeName(static_cast<LayerType>(t))] = Opt(v[t]);
+  return r;
+}
+
+}  // namespace
+
+const char* LayerTypeName(LayerType type) {
+  switch (type) {
+    case LayerType::kConv:
+      return "conv";
+    case LayerType::kFc:
+      return "fc";
+    case LayerType::kLstm:
+      return "lstm";
+    case LayerType::kOther:
+      return "other";
+  }
+  return "?";
+}
+
+uint32_t DefaultBinSize(LayerType type) { return type == LayerType::kConv ? 50 : 500; }
+
+std::vector<std::string> ModelNames() { return {"mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"}; }
+
+std::string StepMetrics::ToJson() const {
+  json j;
+  j["step"] = step;
+  j["epoch"] = epoch;
+  j["loss"] = std::isfinite(loss) ? json(loss) : json(nullptr);
+  j["lr"] = lr;
+  j["skipped"] = skipped;
+  j["bytes_sent"] = bytes_sent;
+  j["dense_bytes"] = dense_bytes;
+  j["compression_rate"] = Rates(rate, end_to_end_rate);
+  j["selected_per_bin"] = PerType(selected_per_bin);
+  j["time"] = {{"compute", compute_s},       {"compress", compress_s},
+               {"communicate", communicate_s}, {"decompress", decompress_s},
+               {"update", update_s},           {"step", step_seconds}};
+  j["elapsed_seconds"] = elapsed_seconds;
+  return j.dump();
+}
+
+std::string TrainSummary::ToJson() const {
+  json j;
+  j["model"] = model;
+  j["data"] = data;
+  j["compressor"] = compressor;
+  j["values"] = values;
+  j["optimizer"] = optimizer;
+  j["learners"] = learners;
+  j["batch_size"] = batch_size;
+  j["steps"] = steps;
+  j["skipped_steps"] = skipped_steps;
+  j["resumed_from_step"] = resumed_from_step >= 0 ? json(resumed_from_step) : json(nullptr);
+  j["epochs"] = epochs;
+  j["steps_per_epoch"] = steps_per_epoch;
+  j["lr"] = lr;
+  j["seed"] = seed;
+  j["bin_size"] = bin_size;
+  j["parameters"] = parameters;
+  j["tensors"] = tensors;
+  j["train_examples"] = train_examples;
+  j["test_examples"] = test_examples;
+  j["test_accuracy"] = test_accuracy;
+  if (model == "char-lstm") {
+    j["test_loss_per_char"] = test_loss;
+  } else {
+    j["test_loss"] = test_loss;
+  }
+  j["final_train_loss"] = std::isfinite(final_train_loss) ? json(final_train_loss) : json(nullptr);
+  j["compression_rate"] = Rates(rate, end_to_end_rate);
+  j["bytes_sent"] = bytes_sent;
+  j["dense_bytes"] = dense_bytes;
+  j["selected_per_bin"] = PerType(selected_per_bin);
+  j["wall_seconds"] = wall_seconds;
+  j["seconds_per_step"] = seconds_per_step;
+  j["compute_seconds"] = compute_seconds;
+  j["compress_seconds"] = compress_seconds;
+  j["communicate_seconds"] = communicate_seconds;
+  j["decompress_seconds"] = decompress_seconds;
+  j["update_seconds"] = update_seconds;
+  j["weights_sha256"] = weights_sha256;
+  j["learner_weights_sha256"] = learner_weights_sha256;
+  j["replicas_identical"] = replicas_identical;
+  j["stopped_early"] = stopped_early;
+  json epochs_json = json::array();
+  for (const auto& e : epoch_metrics) {
+    json ej;
+    ej["epoch"] = e.epoch;
+    ej["step"] = e.step;
+    ej["test_accuracy"] = e.test_accuracy;
+    ej["test_loss"] = e.test_loss;
+    ej["train_loss"] = std::isfinite(e.train_loss) ? json(e.train_loss) : json(nullptr);
+    ej["compression_rate"] = Rates(e.rate, e.end_to_end_rate);
+    epochs_json.push_back(ej);
+  }
+  j["epoch_metrics"] = epochs_json;
+  return j.dump(2);
+}
+
+}  // namespace adacomp

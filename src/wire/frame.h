@@ -1,0 +1,171 @@
+// The adacomp frame format, version 1 (docs/wire-format.md is the normative
+// description; this header is its implementation, internal to adacomp_core).
+//
+// Two levels:
+//  - building blocks the compressors use to write a frame in place without
+//    allocating (BeginFrame / FinishFrame, the sparse index code), and the
+//    validating parser + payload walker the decoder uses;
+//  - a decoded structure (Frame) with DecodeFrame / EncodeFrame, so tests,
+//    tools and fuzzers can check encode -> decode -> re-encode byte identity.
+//
+// Every function that reads bytes treats them as untrusted: it checks bounds
+// before every read and returns a Status naming the field and byte offset.
+// Thread safety: all functions are reentrant.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/status.h"
+#include "core/bit_io.h"
+
+namespace adacomp::wire {
+
+inline constexpr uint8_t kMagic0 = 0x41;  // 'A'
+inline constexpr uint8_t kMagic1 = 0x43;  // 'C'
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kCrcBytes = 4;
+inline constexpr int kMaxCodeK = 31;
+inline constexpr uint64_t kMaxElements = 0xFFFFFFFFull;  // indices are 32-bit
+inline constexpr uint8_t kMaxCodecId = 5;
+// Smallest possible frame: magic, version, codec, 3 one-byte varints, params
+// length, checksum.
+inline constexpr size_t kMinFrameBytes = 2 + 1 + 1 + 1 + 1 + 1 + 1 + kCrcBytes;
+
+// The code of the gaps between selected indices (sparse codecs). Stored in
+// one byte: bits 0-4 k, bit 5 family, bits 6-7 reserved (zero).
+enum class IndexFamily : uint8_t {
+  kRice = 0,       // q = g >> k in unary (q zeros, a one), then k low bits of g
+  kExpGolomb = 1,  // v = (g >> k) + 1 = 1bbb (b+1 bits): b zeros, a one, the b
+                   // low bits of v, then k low bits of g
+};
+struct IndexCode {
+  IndexFamily family = IndexFamily::kRice;
+  uint8_t k = 0;  // 0..31
+  uint8_t Byte() const { return static_cast<uint8_t>(k | (static_cast<uint8_t>(family) << 5)); }
+  friend bool operator==(const IndexCode&, const IndexCode&) = default;
+};
+
+// Codec parameter block, the union of every codec's fields (docs/wire-format.md).
+struct Params {
+  ValueMode values = ValueMode::kTernary;  // adacomp
+  IndexCode code;                          // adacomp, topk, threshold
+  uint32_t bin_size = 0;                   // adacomp
+  uint64_t selected = 0;                   // adacomp, topk, threshold: entries in payload
+  float scale = 0.0f;   // adacomp ternary scale, threshold tau, terngrad s, onebit positive mean
+  float scale2 = 0.0f;  // onebit negative mean
+};
+
+// Bytes of the encoded parameter block of `codec`.
+size_t ParamsBytes(Codec codec, const Params& params);
+
+// Header fields found by ParseFrame.
+struct Header {
+  uint8_t version = 0;
+  Codec codec = Codec::kDense;
+  uint32_t tensor_id = 0;
+  uint64_t elements = 0;
+  size_t params_offset = 0;
+  size_t params_bytes = 0;
+  size_t payload_offset = 0;
+  size_t payload_bytes = 0;
+  size_t frame_bytes = 0;
+  uint32_t crc32c = 0;
+};
+
+// ---- Writing (no allocation beyond growing *out) --------------------------
+
+// Appends the header and parameter block of a frame whose payload will be
+// exactly `payload_bytes` long, and grows *out to hold payload and checksum.
+// Returns the offset in *out where the payload starts.
+size_t BeginFrame(std::vector<uint8_t>* out, Codec codec, uint32_t tensor_id, uint64_t elements,
+                  const Params& params, size_t payload_bytes);
+// Writes the checksum of the frame that starts at out[frame_start] into the
+// last four bytes of *out.
+void FinishFrame(std::vector<uint8_t>* out, size_t frame_start);
+
+// ---- The sparse index code (adacomp, topk, threshold) ---------------------
+// Entry j has index i_j (strictly increasing). Gap g_0 = i_0, g_j = i_j -
+// i_{j-1} - 1. Each gap is coded with the frame's IndexCode, then comes one
+// sign bit (1 = negative) when the codec sends signs.
+
+// Total bits of the codes of the gaps of `indices` (sign bits excluded).
+uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code);
+// The code that minimizes IndexCodeBits over a window of k around the mean
+// gap, for both families (Rice preferred on ties, then the smaller k).
+IndexCode ChooseIndexCode(std::span<const uint32_t> indices);
+// Bytes of a sparse payload: values first (value_bytes each), then the
+// bitstream padded to a whole byte.
+size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int value_bytes);
+
+// Writes the sparse bitstream (gaps, and sign bits when `signs`; negative(j)
+// says whether entry j is negative) into [begin, end), zero-padding the last
+// byte. The range must be exactly ceil((rice_bits + signs*count) / 8) bytes.
+template <typename NegativeFn>
+void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
+                     IndexCode code, bool signs, NegativeFn negative) {
+  internal::BitWriter w(begin, end);
+  const int k = code.k;
+  const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  uint64_t next = 0;  // smallest index the next entry may have
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const uint64_t gap = indices[j] - next;
+    next = uint64_t{indices[j]} + 1;
+    if (code.family == IndexFamily::kRice) {
+      w.PutZeros(gap >> k);
+      w.Put(1, 1);
+    } else {
+      const uint64_t v = (gap >> k) + 1;
+      const int b = std::bit_width(v) - 1;
+      w.PutZeros(static_cast<uint64_t>(b));
+      w.Put(1, 1);
+      w.Put(v & ((uint64_t{1} << b) - 1), b);
+    }
+    w.Put(gap & low_mask, k);
+    if (signs) w.Put(negative(j) ? 1 : 0, 1);
+  }
+  [[maybe_unused]] uint8_t* stop = w.Finish();
+  assert(stop == end);
+}
+
+// ---- Reading ---------------------------------------------------------------
+
+// Parses and validates the frame at bytes[0]: framing, limits, checksum,
+// header fields and the parameter block (not the payload).
+Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, Header* header,
+                  Params* params);
+
+// The decoded structure of a frame, for tests, tools and fuzzers.
+struct Frame {
+  uint8_t version = kVersion;
+  Codec codec = Codec::kDense;
+  uint32_t tensor_id = 0;
+  uint64_t elements = 0;
+  Params params;
+  std::vector<uint32_t> indices;      // sparse codecs: selected indices, increasing
+  std::vector<uint8_t> negative;      // adacomp ternary, threshold: 1 = negative, per index
+  std::vector<float> values;          // dense: N values; topk, adacomp fp32: one per index
+  std::vector<uint16_t> half_values;  // adacomp fp16: one per index (raw IEEE half)
+  std::vector<uint8_t> symbols;       // onebit: N bits (1 = negative); terngrad: N trits
+                                      // (0 -> 0, 1 -> +s, 2 -> -s)
+};
+
+// Fully validates and decodes the frame at bytes[0]. *frame_bytes (optional)
+// receives the frame's length. Allocation is bounded by the frame's size.
+Status DecodeFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, Frame* frame,
+                   size_t* frame_bytes = nullptr);
+
+// Appends the canonical encoding of `frame` to *out. InvalidArgument (and
+// *out unchanged) if the structure is inconsistent (sizes, ranges, order).
+Status EncodeFrame(const Frame& frame, std::vector<uint8_t>* out);
+
+// The dequantized value one frame carries per element (tools, tests):
+// writes frame.elements values (zeros where nothing was sent) into dst.
+Status Dequantize(const Frame& frame, std::span<float> dst);
+
+}  // namespace adacomp::wire

@@ -1,0 +1,674 @@
+// `adacomp bench`: times AdaComp and its baselines against the reference pass
+// R += dW on gradient-like tensors, after verifying every result, and prints
+// a table (and JSON with --json). See AddBenchCommands at the end.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adacomp/codec.h"
+#include "adacomp/version.h"
+#include "bench_ops.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "file_io.h"
+#include "gradient_gen.h"
+
+namespace adacomp::tool {
+namespace {
+
+constexpr const char* kCmd = "bench";
+
+#ifdef ADACOMP_BENCH_HAVE_TORCH
+constexpr bool kHaveTorch = true;
+#else
+constexpr bool kHaveTorch = false;
+#endif
+
+struct BenchArgs {
+  std::string sizes = "1e4,1e5,1e6,4e6,1.6e7,6.4e7";
+  std::string max_elements = "1.6e7";
+  std::string bin_sizes = "50,500";
+  std::string threads = "1,2";
+  std::string frames = "1,4,16";
+  std::string ops = "all";
+  int repeats = 5;
+  double min_time = 0.05;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+struct Row {
+  std::string op;     // reference | compress | decode_accumulate
+  std::string codec;  // none | adacomp | onebit | topk | topk_nth_element | topk_torch
+  uint64_t elements = 0;
+  uint32_t bin_size = 0;  // adacomp's L_T; for topk rows the L_T whose density they use
+  int threads = 1;
+  int frames = 0;       // frames decoded per part (decode), 1 (compress), 0 (reference)
+  double seconds = 0;   // median over repeats, per operation on all `elements`
+  double elements_per_second = 0;
+  double ratio_to_reference = 0;  // seconds / reference seconds (same elements and threads)
+  double density = 0;             // selected / elements (compress rows)
+  uint64_t frame_bytes = 0;       // bytes of one operation's frames, summed over parts
+};
+
+// A failure inside a timed or verified operation, reported once.
+class Failure {
+ public:
+  void Set(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (message_.empty()) message_ = message;
+    failed_.store(true);
+  }
+  bool failed() const { return failed_.load(); }
+  std::string message() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return message_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string message_;
+  std::atomic<bool> failed_{false};
+};
+
+// Runs fn(part) for every part on its own thread (the calling thread takes
+// part 0), `iters` times each; returns the wall time.
+double RunParallel(int parts, uint64_t iters, const std::function<void(int)>& fn) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 1; t < parts; ++t) {
+    workers.emplace_back([&, t] {
+      for (uint64_t i = 0; i < iters; ++i) fn(t);
+    });
+  }
+  for (uint64_t i = 0; i < iters; ++i) fn(0);
+  for (auto& w : workers) w.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Median seconds per iteration over `repeats` repeats of at least min_time each.
+double TimeOp(int parts, int repeats, double min_time, const std::function<void(int)>& fn) {
+  double once = RunParallel(parts, 1, fn);  // warm-up and calibration
+  uint64_t iters = 1;
+  if (once < min_time) {
+    iters = static_cast<uint64_t>(std::ceil(min_time / std::max(once, 1e-9)));
+    iters = std::clamp<uint64_t>(iters, 1, 10'000'000);
+  }
+  std::vector<double> per_iter;
+  for (int r = 0; r < repeats; ++r) per_iter.push_back(RunParallel(parts, iters, fn) / iters);
+  std::sort(per_iter.begin(), per_iter.end());
+  size_t m = per_iter.size();
+  return m % 2 ? per_iter[m / 2] : 0.5 * (per_iter[m / 2 - 1] + per_iter[m / 2]);
+}
+
+// One tensor of the split: each thread owns one.
+struct Part {
+  uint64_t size = 0;
+  uint64_t seed = 0;
+  std::vector<float> grad;
+};
+
+std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
+  std::vector<Part> parts(threads);
+  const uint64_t base = elements / threads;
+  const uint64_t extra = elements % threads;
+  for (int t = 0; t < threads; ++t) {
+    parts[t].size = base + (static_cast<uint64_t>(t) < extra ? 1 : 0);
+    parts[t].seed = seed * 1000 + t;
+    parts[t].grad.resize(parts[t].size);
+  }
+  // Generate in parallel chunks (the generator is a pure function of the index).
+  const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  for (int t = 0; t < threads; ++t) {
+    GradientSpec spec;
+    spec.elements = parts[t].size;
+    spec.seed = parts[t].seed;
+    spec.scale = LayerScale(seed, t, 1e-3);
+    const uint64_t chunk = (spec.elements + workers - 1) / workers;
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < workers; ++w) {
+      uint64_t begin = w * chunk;
+      if (begin >= spec.elements) break;
+      uint64_t count = std::min(chunk, spec.elements - begin);
+      pool.emplace_back([&, begin, count, spec] {
+        GenerateGradientRange(spec, 0, begin,
+                              std::span<float>(parts[t].grad.data() + begin, count));
+      });
+    }
+    for (auto& th : pool) th.join();
+  }
+  return parts;
+}
+
+CodecConfig AdaCompConfig(uint32_t bin_size) {
+  CodecConfig c;
+  c.codec = Codec::kAdaComp;
+  c.bin_size = bin_size;
+  c.values = ValueMode::kTernary;
+  return c;
+}
+
+// Compresses one step with `c` and checks it from the outside: the frame
+// decodes, sent + new residue == old residue + gradient. Returns the decoded
+// values in *decoded.
+Status CompressAndCheck(Compressor& c, std::span<const float> grad, std::vector<uint8_t>* frame,
+                        CompressStats* stats, std::vector<float>* decoded) {
+  std::vector<float> old(c.residue().begin(), c.residue().end());
+  frame->clear();
+  ADACOMP_RETURN_IF_ERROR(c.Compress(grad, frame, stats));
+  if (stats->frame_bytes != frame->size()) {
+    return Status::Internal("stats say " + std::to_string(stats->frame_bytes) +
+                            " frame bytes, the frame has " + std::to_string(frame->size()));
+  }
+  decoded->assign(grad.size(), 0.0f);
+  ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(*frame, *decoded).WithContext("decoding own frame"));
+  uint64_t nonzero = 0;
+  for (float v : *decoded) nonzero += v != 0.0f;
+  if (nonzero > stats->selected) {
+    return Status::Internal("frame carries " + std::to_string(nonzero) +
+                            " non-zero values, stats say " + std::to_string(stats->selected) +
+                            " selected");
+  }
+  if (!c.residue().empty()) {
+    ADACOMP_RETURN_IF_ERROR(CheckConservation(old, grad, *decoded, c.residue()));
+  }
+  return Status::OK();
+}
+
+// Checks one AdaComp step against the scalar reference of SPEC section 2.
+Status CheckAdaCompStep(Compressor& c, std::span<const float> grad, uint32_t bin_size,
+                        std::vector<uint8_t>* frame, CompressStats* stats) {
+  std::vector<float> old(c.residue().begin(), c.residue().end());
+  std::vector<float> decoded;
+  ADACOMP_RETURN_IF_ERROR(CompressAndCheck(c, grad, frame, stats, &decoded));
+  std::vector<float> ref_deq(grad.size()), ref_res(grad.size());
+  float ref_scale = 0;
+  uint64_t ref_selected =
+      AdaCompScalarReference(old, grad, bin_size, ref_deq, ref_res, &ref_scale);
+  // The same selection and signs (a rounding tie may flip a handful of
+  // elements if the library forms H in another order), the same scale.
+  uint64_t mismatches = 0;
+  for (size_t j = 0; j < grad.size(); ++j) {
+    bool a = decoded[j] != 0, b = ref_deq[j] != 0;
+    if (a != b || (a && std::signbit(decoded[j]) != std::signbit(ref_deq[j]))) {
+      ++mismatches;
+    } else if (a && std::fabs(std::fabs(decoded[j]) - ref_scale) > 1e-5 * ref_scale) {
+      return Status::Internal("element " + std::to_string(j) + " is sent as " +
+                              std::to_string(decoded[j]) + ", reference scale is " +
+                              std::to_string(ref_scale));
+    }
+  }
+  if (mismatches > 1 + grad.size() / 1'000'000) {
+    return Status::Internal(std::to_string(mismatches) +
+                            " elements differ from the scalar reference in selection or sign "
+                            "(library selected " + std::to_string(stats->selected) +
+                            ", reference " + std::to_string(ref_selected) + ")");
+  }
+  return Status::OK();
+}
+
+// Checks a residual top-k result: exactly k sent, conservation, and every
+// sent |G| >= every kept |G|.
+Status CheckTopK(std::span<const float> old_residue, std::span<const float> grad,
+                 std::span<const float> new_residue, const TopKScratch& s, uint64_t k) {
+  if (s.indices.size() != k || s.values.size() != k) {
+    return Status::Internal("sent " + std::to_string(s.indices.size()) + " elements, expected " +
+                            std::to_string(k));
+  }
+  std::vector<float> sent(grad.size(), 0.0f);
+  float min_sent = INFINITY;
+  for (size_t m = 0; m < k; ++m) {
+    if (s.indices[m] >= grad.size()) return Status::Internal("index out of range");
+    if (sent[s.indices[m]] != 0.0f) return Status::Internal("index sent twice");
+    sent[s.indices[m]] = s.values[m];
+    min_sent = std::min(min_sent, std::fabs(s.values[m]));
+  }
+  ADACOMP_RETURN_IF_ERROR(CheckConservation(old_residue, grad, sent, new_residue));
+  float max_kept = 0;
+  for (size_t j = 0; j < grad.size(); ++j) {
+    if (s.values.size() && sent[j] == 0.0f) max_kept = std::max(max_kept, std::fabs(new_residue[j]));
+  }
+  if (k > 0 && max_kept > min_sent) {
+    return Status::Internal("kept |G| " + std::to_string(max_kept) + " above sent |G| " +
+                            std::to_string(min_sent));
+  }
+  return Status::OK();
+}
+
+using TopKFn = uint64_t (*)(std::span<float>, std::span<const float>, uint64_t, TopKScratch*);
+
+class Bench {
+ public:
+  explicit Bench(const BenchArgs& a) : a_(a) {}
+
+  Status Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& bin_sizes,
+             const std::vector<uint64_t>& threads, const std::vector<uint64_t>& frames,
+             const std::set<std::string>& ops);
+  const std::vector<Row>& rows() const { return rows_; }
+
+ private:
+  bool Want(const std::string& op) const { return ops_.count("all") || ops_.count(op); }
+  void Add(Row row) {
+    row.elements_per_second = row.seconds > 0 ? row.elements / row.seconds : 0;
+    row.ratio_to_reference = reference_seconds_ > 0 ? row.seconds / reference_seconds_ : 0;
+    PrintRow(row);
+    rows_.push_back(std::move(row));
+  }
+  static void PrintRow(const Row& r) {
+    std::string l = r.bin_size ? std::to_string(r.bin_size) : "-";
+    std::string p = r.frames ? std::to_string(r.frames) : "-";
+    std::string d = r.density > 0 ? FormatDouble(r.density, 4) : "-";
+    std::printf("%-18s %-17s %10" PRIu64 " %5s %3d %3s %9s %12.4e %12.2f %8.3f\n", r.op.c_str(),
+                r.codec.c_str(), r.elements, l.c_str(), r.threads, p.c_str(), d.c_str(),
+                r.seconds, r.elements_per_second / 1e6, r.ratio_to_reference);
+    std::fflush(stdout);
+  }
+  double Time(int parts, const std::function<void(int)>& fn) {
+    return TimeOp(parts, a_.repeats, a_.min_time, fn);
+  }
+  Status RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
+                const std::vector<uint64_t>& frames);
+  Status TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
+                  uint32_t bin_size, const char* codec, TopKFn fn);
+
+  const BenchArgs& a_;
+  std::set<std::string> ops_;
+  std::vector<Row> rows_;
+  double reference_seconds_ = 0;
+  Failure failure_;
+};
+
+Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& bin_sizes,
+                  const std::vector<uint64_t>& threads, const std::vector<uint64_t>& frames,
+                  const std::set<std::string>& ops) {
+  ops_ = ops;
+  std::printf("%-18s %-17s %10s %5s %3s %3s %9s %12s %12s %8s\n", "op", "codec", "elements",
+              "L_T", "thr", "P", "density", "seconds", "Melem/s", "x_ref");
+  for (uint64_t n : sizes) {
+    for (uint64_t t : threads) {
+      ADACOMP_RETURN_IF_ERROR(RunOne(n, static_cast<int>(t), bin_sizes, frames));
+    }
+  }
+  return Status::OK();
+}
+
+Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
+                     const std::vector<uint64_t>& frames) {
+  std::vector<Part> parts = MakeParts(elements, threads, a_.seed);
+  auto where = [&](const std::string& what) {
+    return what + " (" + std::to_string(elements) + " elements, " + std::to_string(threads) +
+           " threads)";
+  };
+
+  // ---- reference pass R += dW
+  {
+    std::vector<std::vector<float>> r(threads);
+    for (int t = 0; t < threads; ++t) {
+      r[t].assign(parts[t].size, 0.0f);
+      ReferencePass(r[t], parts[t].grad);
+      ADACOMP_RETURN_IF_ERROR(
+          CheckClose(r[t], parts[t].grad, 0, 0, "reference pass").WithContext(where("reference")));
+    }
+    reference_seconds_ = 0;
+    double s = Time(threads, [&](int t) { ReferencePass(r[t], parts[t].grad); });
+    reference_seconds_ = s;
+    Add({.op = "reference", .codec = "none", .elements = elements, .threads = threads,
+         .seconds = s});
+  }
+
+  // ---- AdaComp, per bin size
+  for (uint64_t l64 : bin_sizes) {
+    const uint32_t l = static_cast<uint32_t>(l64);
+    std::vector<std::unique_ptr<Compressor>> comp(threads);
+    std::vector<std::vector<uint8_t>> frame(threads);
+    std::vector<uint64_t> selected(threads);
+    uint64_t bytes = 0, sel_total = 0;
+    for (int t = 0; t < threads; ++t) {
+      ADACOMP_ASSIGN_OR_RETURN(comp[t], Compressor::Create(AdaCompConfig(l), t, parts[t].size));
+      // Two verified steps: from a zero residue, then from a non-zero one.
+      for (int step = 0; step < 2; ++step) {
+        CompressStats stats;
+        ADACOMP_RETURN_IF_ERROR(CheckAdaCompStep(*comp[t], parts[t].grad, l, &frame[t], &stats)
+                                    .WithContext(where("adacomp L_T=" + std::to_string(l) +
+                                                       " step " + std::to_string(step))));
+        selected[t] = stats.selected;
+      }
+      bytes += frame[t].size();
+      sel_total += selected[t];
+    }
+    const double density = static_cast<double>(sel_total) / elements;
+    if (Want("adacomp")) {
+      double s = Time(threads, [&](int t) {
+        frame[t].clear();
+        Status st = comp[t]->Compress(parts[t].grad, &frame[t]);
+        if (!st.ok()) failure_.Set(st.ToString());
+      });
+      if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
+      Add({.op = "compress", .codec = "adacomp", .elements = elements, .bin_size = l,
+           .threads = threads, .frames = 1, .seconds = s, .density = density,
+           .frame_bytes = bytes});
+    }
+    comp.clear();
+
+    // ---- decode-and-accumulate of P frames per part into one dense buffer
+    if (Want("decode")) {
+      for (uint64_t p64 : frames) {
+        const int p = static_cast<int>(p64);
+        std::vector<std::vector<std::vector<uint8_t>>> learner_frames(threads);
+        std::vector<std::vector<float>> dst(threads);
+        uint64_t frame_bytes = 0;
+        for (int t = 0; t < threads; ++t) {
+          const uint64_t n = parts[t].size;
+          std::vector<float> expected(n, 0.0f), one(n), rotated(n);
+          for (int q = 0; q < p; ++q) {
+            // Learner q's gradient: the part's gradient rotated (cheap, still gradient-like).
+            uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
+            std::rotate_copy(parts[t].grad.begin(), parts[t].grad.begin() + shift,
+                             parts[t].grad.end(), rotated.begin());
+            ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l), t, n));
+            std::vector<uint8_t> f;
+            for (int step = 0; step < 2; ++step) {  // keep the second, non-zero-residue frame
+              f.clear();
+              ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
+            }
+            std::fill(one.begin(), one.end(), 0.0f);
+            ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
+            for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
+            frame_bytes += f.size();
+            learner_frames[t].push_back(std::move(f));
+          }
+          dst[t].assign(n, 0.0f);
+          for (const auto& f : learner_frames[t]) {
+            ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, dst[t]).WithContext(where("decode")));
+          }
+          ADACOMP_RETURN_IF_ERROR(CheckClose(dst[t], expected, 1e-6, 0, "decode_accumulate")
+                                      .WithContext(where("decode P=" + std::to_string(p))));
+        }
+        double s = Time(threads, [&](int t) {
+          for (const auto& f : learner_frames[t]) {
+            Status st = DecodeAccumulate(f, dst[t]);
+            if (!st.ok()) failure_.Set(st.ToString());
+          }
+        });
+        if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
+        Add({.op = "decode_accumulate", .codec = "adacomp", .elements = elements, .bin_size = l,
+             .threads = threads, .frames = p, .seconds = s, .frame_bytes = frame_bytes});
+      }
+    }
+
+    // ---- top-k at the density AdaComp chose on the same data
+    if (Want("topk_nth")) {
+      ADACOMP_RETURN_IF_ERROR(TopKRows(parts, selected, l, "topk_nth_element", &TopKNthElement));
+    }
+#ifdef ADACOMP_BENCH_HAVE_TORCH
+    if (Want("topk_torch")) {
+      ADACOMP_RETURN_IF_ERROR(TopKRows(parts, selected, l, "topk_torch", &TopKTorch));
+    }
+#endif
+    if (Want("topk")) {  // the library's topk codec, to finished frames
+      std::vector<std::unique_ptr<Compressor>> tk(threads);
+      uint64_t tk_bytes = 0;
+      for (int t = 0; t < threads; ++t) {
+        CodecConfig c;
+        c.codec = Codec::kTopK;
+        c.density = std::clamp(static_cast<double>(selected[t]) / parts[t].size, 1e-9, 1.0);
+        ADACOMP_ASSIGN_OR_RETURN(tk[t], Compressor::Create(c, t, parts[t].size));
+        std::vector<float> old(parts[t].size, 0.0f);
+        std::vector<float> decoded;
+        CompressStats stats;
+        ADACOMP_RETURN_IF_ERROR(
+            CompressAndCheck(*tk[t], parts[t].grad, &frame[t], &stats, &decoded)
+                .WithContext(where("topk")));
+        float min_sent = INFINITY, max_kept = 0;
+        for (uint64_t j = 0; j < parts[t].size; ++j) {
+          if (decoded[j] != 0) min_sent = std::min(min_sent, std::fabs(decoded[j]));
+          else max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
+        }
+        if (stats.selected > 0 && max_kept > min_sent) {
+          return Status::Internal(where("topk codec: kept |G| above a sent |G|"));
+        }
+        tk_bytes += frame[t].size();
+      }
+      double s = Time(threads, [&](int t) {
+        frame[t].clear();
+        Status st = tk[t]->Compress(parts[t].grad, &frame[t]);
+        if (!st.ok()) failure_.Set(st.ToString());
+      });
+      if (failure_.failed()) return Status::Internal(where("topk: " + failure_.message()));
+      Add({.op = "compress", .codec = "topk", .elements = elements, .bin_size = l,
+           .threads = threads, .frames = 1, .seconds = s, .density = density,
+           .frame_bytes = tk_bytes});
+    }
+  }
+
+  // ---- onebit
+  if (Want("onebit")) {
+    std::vector<std::unique_ptr<Compressor>> ob(threads);
+    std::vector<std::vector<uint8_t>> frame(threads);
+    uint64_t bytes = 0;
+    for (int t = 0; t < threads; ++t) {
+      CodecConfig c;
+      c.codec = Codec::kOneBit;
+      ADACOMP_ASSIGN_OR_RETURN(ob[t], Compressor::Create(c, t, parts[t].size));
+      std::vector<float> decoded;
+      CompressStats stats;
+      for (int step = 0; step < 2; ++step) {
+        ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*ob[t], parts[t].grad, &frame[t], &stats, &decoded)
+                                    .WithContext(where("onebit")));
+      }
+      bytes += frame[t].size();
+    }
+    double s = Time(threads, [&](int t) {
+      frame[t].clear();
+      Status st = ob[t]->Compress(parts[t].grad, &frame[t]);
+      if (!st.ok()) failure_.Set(st.ToString());
+    });
+    if (failure_.failed()) return Status::Internal(where("onebit: " + failure_.message()));
+    Add({.op = "compress", .codec = "onebit", .elements = elements, .threads = threads,
+         .frames = 1, .seconds = s, .density = 1.0, .frame_bytes = bytes});
+  }
+  return Status::OK();
+}
+
+Status Bench::TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
+                       uint32_t bin_size, const char* codec, TopKFn fn) {
+  const int threads = static_cast<int>(parts.size());
+  uint64_t elements = 0, k_total = 0;
+  std::vector<std::vector<float>> residue(threads);
+  std::vector<TopKScratch> scratch(threads);
+  for (int t = 0; t < threads; ++t) {
+    elements += parts[t].size;
+    k_total += selected[t];
+    residue[t].assign(parts[t].size, 0.0f);
+    for (int step = 0; step < 2; ++step) {
+      std::vector<float> old = residue[t];
+      fn(residue[t], parts[t].grad, selected[t], &scratch[t]);
+      ADACOMP_RETURN_IF_ERROR(
+          CheckTopK(old, parts[t].grad, residue[t], scratch[t], std::min(selected[t], parts[t].size))
+              .WithContext(std::string(codec) + " (" + std::to_string(parts[t].size) +
+                           " elements, k " + std::to_string(selected[t]) + ")"));
+    }
+  }
+  double s = Time(threads, [&](int t) { fn(residue[t], parts[t].grad, selected[t], &scratch[t]); });
+  Add({.op = "compress", .codec = codec, .elements = elements, .bin_size = bin_size,
+       .threads = threads, .frames = 1, .seconds = s,
+       .density = static_cast<double>(k_total) / elements,
+       .frame_bytes = k_total * 8});  // 32-bit index + float32 value per element
+  return Status::OK();
+}
+
+nlohmann::json ToJson(const std::vector<Row>& rows, const BenchArgs& a,
+                      const std::vector<uint64_t>& sizes) {
+  nlohmann::json j;
+  j["tool"] = std::string("adacomp ") + kVersion;
+  j["hardware_threads"] = std::thread::hardware_concurrency();
+  j["repeats"] = a.repeats;
+  j["min_time_per_repeat"] = a.min_time;
+  j["seed"] = a.seed;
+  j["sizes"] = sizes;
+  j["torch"] = kHaveTorch;
+  j["seconds_is"] = "median over repeats of the time of one operation on all elements";
+  j["ratio_to_reference_is"] = "seconds / seconds of the reference pass R += dW, same elements "
+                               "and threads, same run";
+  nlohmann::json list = nlohmann::json::array();
+  for (const Row& r : rows) {
+    list.push_back({{"op", r.op},
+                    {"codec", r.codec},
+                    {"elements", r.elements},
+                    {"bin_size", r.bin_size},
+                    {"threads", r.threads},
+                    {"frames", r.frames},
+                    {"seconds", r.seconds},
+                    {"elements_per_second", r.elements_per_second},
+                    {"ratio_to_reference", r.ratio_to_reference},
+                    {"density", r.density},
+                    {"frame_bytes", r.frame_bytes}});
+  }
+  j["rows"] = std::move(list);
+  return j;
+}
+
+int RunBench(const BenchArgs& a) {
+  Result<std::vector<uint64_t>> sizes = ParseCountList(a.sizes, "--sizes");
+  if (!sizes.ok()) return Fail(kCmd, kExitBadUsage, sizes.status().message());
+  Result<uint64_t> max_elements = ParseCount(a.max_elements, "--max-elements");
+  if (!max_elements.ok()) return Fail(kCmd, kExitBadUsage, max_elements.status().message());
+  Result<std::vector<uint64_t>> bin_sizes = ParseCountList(a.bin_sizes, "--bin-sizes");
+  if (!bin_sizes.ok()) return Fail(kCmd, kExitBadUsage, bin_sizes.status().message());
+  Result<std::vector<uint64_t>> threads = ParseCountList(a.threads, "--threads");
+  if (!threads.ok()) return Fail(kCmd, kExitBadUsage, threads.status().message());
+  Result<std::vector<uint64_t>> frames = ParseCountList(a.frames, "--frames");
+  if (!frames.ok()) return Fail(kCmd, kExitBadUsage, frames.status().message());
+  std::vector<uint64_t> use;
+  for (uint64_t n : *sizes) {
+    if (n == 0) return Fail(kCmd, kExitBadUsage, "--sizes: sizes must be at least 1");
+    if (n <= *max_elements) use.push_back(n);
+  }
+  if (use.empty()) {
+    return Fail(kCmd, kExitBadUsage, "no size in --sizes is at most --max-elements " + a.max_elements);
+  }
+  for (uint64_t l : *bin_sizes) {
+    if (l == 0 || l > UINT32_MAX) return Fail(kCmd, kExitBadUsage, "--bin-sizes: each must be >= 1");
+  }
+  for (uint64_t t : *threads) {
+    if (t == 0 || t > 256) return Fail(kCmd, kExitBadUsage, "--threads: each must be 1..256");
+    for (uint64_t n : use) {
+      if (n < t) return Fail(kCmd, kExitBadUsage, "--threads: more threads than elements");
+    }
+  }
+  for (uint64_t p : *frames) {
+    if (p == 0 || p > 1024) return Fail(kCmd, kExitBadUsage, "--frames: each must be 1..1024");
+  }
+  if (a.repeats < 1) return Fail(kCmd, kExitBadUsage, "--repeats: must be at least 1");
+  if (!(a.min_time >= 0) || a.min_time > 60) {
+    return Fail(kCmd, kExitBadUsage, "--min-time: must be 0..60 seconds");
+  }
+  std::set<std::string> ops;
+  const std::set<std::string> known = {"all", "adacomp", "decode", "onebit", "topk", "topk_nth",
+                                       "topk_torch"};
+  {
+    std::string s = a.ops;
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t comma = s.find(',', start);
+      if (comma == std::string::npos) comma = s.size();
+      std::string op = s.substr(start, comma - start);
+      if (!known.count(op)) {
+        return Fail(kCmd, kExitBadUsage,
+                    "--ops: unknown '" + op +
+                        "' (expected all, adacomp, decode, onebit, topk, topk_nth, topk_torch)");
+      }
+      if (op == "topk_torch" && !kHaveTorch) {
+        return Fail(kCmd, kExitBadUsage, "--ops: topk_torch needs a build with LibTorch");
+      }
+      ops.insert(op);
+      start = comma + 1;
+    }
+  }
+  std::unique_ptr<OutputFile> json_out;
+  if (!a.json.empty()) {
+    Result<std::unique_ptr<OutputFile>> f = OutputFile::Create(a.json);
+    if (!f.ok()) return Fail(kCmd, kExitBadData, f.status().message());
+    json_out = std::move(*f);
+  }
+
+  std::printf("adacomp bench: %u hardware threads; repeats %d (median), >= %.3g s each; "
+              "gradient-like data, seed %" PRIu64 "%s\n",
+              std::thread::hardware_concurrency(), a.repeats, a.min_time, a.seed,
+              kHaveTorch ? "" : "; torch::topk not built");
+  Bench bench(a);
+  Status s = bench.Run(use, *bin_sizes, *threads, *frames, ops);
+  if (!s.ok()) return Fail(kCmd, kExitBadData, "verification failed: " + s.ToString());
+  if (json_out) {
+    std::string text = ToJson(bench.rows(), a, use).dump(2) + "\n";
+    if (Status w = json_out->Write(text.data(), text.size()); !w.ok()) {
+      return Fail(kCmd, kExitBadData, w.message());
+    }
+    if (Status c = json_out->Commit(); !c.ok()) return Fail(kCmd, kExitBadData, c.message());
+    std::printf("wrote %s (%zu rows)\n", a.json.c_str(), bench.rows().size());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> AddBenchCommands(CLI::App& root) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* app = root.add_subcommand(
+      "bench", "Time AdaComp and its baselines against the R += dW pass, verified first");
+  app->add_option("--sizes", args->sizes,
+                  "tensor sizes in elements, comma-separated (default 1e4,1e5,1e6,4e6,1.6e7,6.4e7)");
+  app->add_option("--max-elements", args->max_elements,
+                  "skip sizes above this (default 1.6e7; use 6.4e7 for the full run)");
+  app->add_option("--bin-sizes", args->bin_sizes, "AdaComp L_T values (default 50,500)");
+  app->add_option("--threads", args->threads, "thread counts (default 1,2)");
+  app->add_option("--frames", args->frames,
+                  "P, frames decoded and accumulated into one buffer (default 1,4,16)");
+  app->add_option("--ops", args->ops,
+                  "what to time besides the reference pass: all (default) or a list of adacomp, "
+                  "decode, onebit, topk, topk_nth, topk_torch");
+  app->add_option("--repeats", args->repeats, "repeats per measurement; the median is kept (default 5)");
+  app->add_option("--min-time", args->min_time,
+                  "seconds per repeat at least; short operations are looped (default 0.05)");
+  app->add_option("--seed", args->seed, "data seed (default 1)");
+  app->add_option("--json", args->json, "also write the rows as JSON to this file");
+  app->footer(
+      std::string(
+          "For each size and thread count T the tensor is split into T tensors, one per thread,\n"
+          "all processed at once. Rows (op codec):\n"
+          "  reference none          R += dW over the same elements: the memory-bound floor\n"
+          "  compress adacomp        AdaComp (ternary) to finished frame bytes, per L_T\n"
+          "  decode_accumulate adacomp  validate and add P frames (P learners) into one buffer\n"
+          "  compress topk_nth_element  residual top-k, std::nth_element on |G|, at the\n"
+          "                          density AdaComp chose on the same data (per L_T)\n"
+          "  compress topk_torch     the same with torch::topk (LibTorch builds only)\n"
+          "  compress topk           the library's topk codec to frames, same density\n"
+          "  compress onebit         the library's onebit codec\n"
+          "Every operation is verified before it is timed: AdaComp against a scalar\n"
+          "reference of SPEC section 2 (selection, signs, scale) and conservation\n"
+          "(sent + new residue = old residue + gradient); every frame decodes; the\n"
+          "accumulated sum equals the scalar sum of the decoded frames; top-k sends exactly\n"
+          "k elements and keeps none larger. seconds = median over repeats of one operation;\n"
+          "x_ref = seconds / reference seconds (same size, same threads, same run).\n"
+          "JSON (--json): {\"rows\": [{op, codec, elements, bin_size, threads, frames, seconds,\n"
+          "elements_per_second, ratio_to_reference, density, frame_bytes}], ...}.\n") +
+      kGradientModelHelp +
+      "\nEach thread's tensor has its own seed and a log-normal layer scale (sigma 1).\n"
+      "Exit status: 0 success; 1 a verification or I/O failure; 2 bad usage.");
+  return {{app, [args] { return RunBench(*args); }}};
+}
+
+}  // namespace adacomp::tool

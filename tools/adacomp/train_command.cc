@@ -1,0 +1,298 @@
+// The `adacomp train` subcommand: data-parallel training with compressed
+// gradient exchange (adacomp/trainer.h). Parses options, shows progress (a
+// live line on a terminal, plain periodic lines otherwise), prints per-epoch
+// test accuracy and compression rates and a final summary table, and writes
+// --metrics-out / --summary-out. Exit status: 0 success, 1 bad data or a
+// failed run, 2 bad options.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/trainer.h"
+#include "cli_util.h"
+#include "commands.h"
+
+namespace adacomp::tool {
+namespace {
+
+constexpr const char* kCmd = "train";
+
+struct TrainArgs {
+  TrainOptions o;
+  std::string compressor = "adacomp";
+  std::string values = "ternary";
+  std::string lr_decay_epochs;
+  std::string summary_out;
+  std::vector<std::string> inject_nan;
+  bool quiet = false;
+  CLI::Option* epochs_opt = nullptr;
+};
+
+std::string Fmt(double v, const char* f = "%.4g") {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, v);
+  return b;
+}
+
+std::string RateText(const std::optional<double>& r) {
+  return r ? Fmt(*r, "%.1fx") : std::string("n/a");
+}
+
+std::string Duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  long t = static_cast<long>(s + 0.5);
+  char b[32];
+  if (t >= 3600) {
+    std::snprintf(b, sizeof(b), "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  } else if (t >= 60) {
+    std::snprintf(b, sizeof(b), "%ldm%02lds", t / 60, t % 60);
+  } else {
+    std::snprintf(b, sizeof(b), "%lds", t);
+  }
+  return b;
+}
+
+std::string RatesLine(const std::optional<double> (&rate)[kLayerTypeCount], double e2e) {
+  std::string s;
+  for (int t = 0; t < kLayerTypeCount; ++t) {
+    if (!rate[t]) continue;
+    s += std::string(LayerTypeName(static_cast<LayerType>(t))) + " " + RateText(rate[t]) + ", ";
+  }
+  return s + "end-to-end " + Fmt(e2e, "%.1fx");
+}
+
+// "2,4" -> {2, 4}
+Result<std::vector<int64_t>> ParseEpochList(const std::string& text) {
+  std::vector<int64_t> out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto v = ParseCount(item, "--lr-decay-epochs");
+    if (!v.ok()) return v.status();
+    out.push_back(static_cast<int64_t>(*v));
+  }
+  return out;
+}
+
+int RunTrain(TrainArgs& a) {
+  TrainOptions& o = a.o;
+  auto codec = ParseCodec(a.compressor);
+  if (!codec.ok()) {
+    return Fail(kCmd, kExitBadUsage,
+                "--compressor: unknown '" + a.compressor +
+                    "' (expected dense, adacomp, topk, threshold, onebit or terngrad)");
+  }
+  o.codec.codec = *codec;
+  auto values = ParseValueMode(a.values);
+  if (!values.ok()) {
+    return Fail(kCmd, kExitBadUsage,
+                "--values: unknown '" + a.values + "' (expected ternary, fp16 or fp32)");
+  }
+  o.codec.values = *values;
+  auto decay = ParseEpochList(a.lr_decay_epochs);
+  if (!decay.ok()) return Fail(kCmd, kExitBadUsage, decay.status().message());
+  o.lr_decay_epochs = *decay;
+  for (const auto& spec : a.inject_nan) {
+    NanInjection inj;
+    long long s = 0;
+    int l = 0, t = 0;
+    char extra = 0;
+    if (std::sscanf(spec.c_str(), "%lld:%d:%d%c", &s, &l, &t, &extra) != 3) {
+      return Fail(kCmd, kExitBadUsage, "--inject-nan: '" + spec + "' is not STEP:LEARNER:TENSOR");
+    }
+    inj.step = s;
+    inj.learner = l;
+    inj.tensor = t;
+    o.inject_nan.push_back(inj);
+  }
+  if (Status st = ValidateTrainOptions(o); !st.ok()) {
+    return Fail(kCmd, kExitBadUsage, st.message());
+  }
+
+  const bool tty = ::isatty(STDERR_FILENO) == 1 && !a.quiet;
+  bool progress_shown = false;
+  auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  auto clear_progress = [&] {
+    if (progress_shown) {
+      std::fprintf(stderr, "\r\033[K");
+      progress_shown = false;
+    }
+  };
+  o.on_message = [&](const std::string& m) {
+    clear_progress();
+    std::fprintf(stderr, "%s\n", m.c_str());
+  };
+  o.on_step = [&](const StepMetrics& m) {
+    if (a.quiet) return;
+    double eta = m.step > 0 ? m.elapsed_seconds / static_cast<double>(m.step) *
+                                  static_cast<double>(m.total_steps - m.step)
+                            : 0;
+    std::string line = "step " + std::to_string(m.step) + "/" + std::to_string(m.total_steps) +
+                       "  epoch " + std::to_string(m.epoch + 1) + "  loss " +
+                       (m.skipped ? std::string("skipped") : Fmt(m.loss, "%.4f")) + "  rate " +
+                       Fmt(m.end_to_end_rate, "%.1fx") + "  lr " + Fmt(m.lr) + "  " +
+                       Fmt(m.step_seconds, "%.3f") + " s/step  ETA " + Duration(eta);
+    if (tty) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - last_draw < std::chrono::milliseconds(200) && m.step != m.total_steps) return;
+      last_draw = now;
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      std::fflush(stderr);
+      progress_shown = true;
+    } else if (m.step % o.log_every == 0 || m.step == m.total_steps) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  };
+  o.on_epoch = [&](const EpochMetrics& e) {
+    clear_progress();
+    std::printf("%s %lld (step %lld): test accuracy %.4f, test loss %.4f, train loss %s; "
+                "compression %s\n",
+                e.end_of_epoch ? "epoch" : "eval in epoch", static_cast<long long>(e.epoch + 1),
+                static_cast<long long>(e.step), e.test_accuracy, e.test_loss,
+                std::isfinite(e.train_loss) ? Fmt(e.train_loss, "%.4f").c_str() : "n/a",
+                RatesLine(e.rate, e.end_to_end_rate).c_str());
+    std::fflush(stdout);
+  };
+
+  auto result = Train(o);
+  clear_progress();
+  if (!result.ok()) {
+    const Status& st = result.status();
+    return Fail(kCmd, kExitBadData, st.message());
+  }
+  const TrainSummary& s = *result;
+  if (!a.summary_out.empty()) {
+    std::ofstream out(a.summary_out);
+    out << s.ToJson() << "\n";
+    if (!out) return Fail(kCmd, kExitBadData, a.summary_out + ": cannot write the summary");
+  }
+  const bool lstm = s.model == "char-lstm";
+  std::printf("\n== adacomp train summary ==\n");
+  std::printf("  model            %s (%lld parameters, %lld tensors)\n", s.model.c_str(),
+              static_cast<long long>(s.parameters), static_cast<long long>(s.tensors));
+  std::printf("  data             %s (%lld train, %lld test)\n", s.data.c_str(),
+              static_cast<long long>(s.train_examples), static_cast<long long>(s.test_examples));
+  std::printf("  compressor       %s%s%s\n", s.compressor.c_str(),
+              s.values.empty() ? "" : (" (" + s.values + ")").c_str(),
+              s.compressor == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
+  std::printf("  learners         %d, global batch %lld (%lld per learner)\n", s.learners,
+              static_cast<long long>(s.batch_size),
+              static_cast<long long>(s.batch_size / std::max(1, s.learners)));
+  std::printf("  optimizer        %s, lr %s\n", s.optimizer.c_str(), Fmt(s.lr).c_str());
+  std::printf("  steps            %lld (%.2f epochs), %lld skipped%s%s\n",
+              static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.skipped_steps),
+              s.resumed_from_step >= 0
+                  ? (", resumed at step " + std::to_string(s.resumed_from_step)).c_str()
+                  : "",
+              s.stopped_early ? ", stopped early (--stop-after-steps)" : "");
+  std::printf("  test accuracy    %.4f\n", s.test_accuracy);
+  std::printf("  %s %.4f\n", lstm ? "test loss/char  " : "test loss       ", s.test_loss);
+  std::printf("  compression      conv %s | fc %s | lstm %s | other %s | end-to-end %s\n",
+              RateText(s.rate[0]).c_str(), RateText(s.rate[1]).c_str(),
+              RateText(s.rate[2]).c_str(), RateText(s.rate[3]).c_str(),
+              Fmt(s.end_to_end_rate, "%.1fx").c_str());
+  std::printf("  bytes sent       %llu (dense would be %llu)\n",
+              static_cast<unsigned long long>(s.bytes_sent),
+              static_cast<unsigned long long>(s.dense_bytes));
+  std::printf("  wall time        %.1f s (%.4f s/step)\n", s.wall_seconds, s.seconds_per_step);
+  std::printf("  per learner      compute %.1f s, compress %.2f s, communicate %.2f s, "
+              "decompress %.2f s, update %.2f s\n",
+              s.compute_seconds, s.compress_seconds, s.communicate_seconds, s.decompress_seconds,
+              s.update_seconds);
+  std::printf("  weights sha256   %s\n", s.weights_sha256.c_str());
+  std::printf("  replicas         %s (%d learners)\n",
+              s.replicas_identical ? "bit-identical" : "DIFFER", s.learners);
+  if (!s.replicas_identical) {
+    return Fail(kCmd, kExitBadData, "learner replicas ended with different weights");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> AddTrainCommands(CLI::App& root) {
+  auto args = std::make_shared<TrainArgs>();
+  TrainOptions& o = args->o;
+  CLI::App* app = root.add_subcommand(
+      "train",
+      "Train a model with P learners exchanging compressed gradients (SPEC sections 2, 3, 6).\n"
+      "With no options: mnist-cnn on Fashion-MNIST, 4 learners, AdaComp, 1 epoch.");
+  app->footer(
+      "Bin sizes: conv 50, fc 500, lstm 500, other (biases, embeddings) 500 -- biases are "
+      "compressed with AdaComp at L_T=500 too; --bin-size sets one L_T for every tensor.\n"
+      "cifar-cnn without a CIFAR-10 directory (data_batch_1.bin ...) trains on Fashion-MNIST "
+      "padded to 32x32x3.\nExit status: 0 success; 1 bad data or a failed run (the message names "
+      "the file); 2 bad options.");
+  app->add_option("--model", o.model, "mnist-cnn | cifar-cnn | fc-dnn | char-lstm")
+      ->capture_default_str();
+  app->add_option("--data-dir", o.data_dir,
+                  "MNIST-layout IDX directory (default /usr/share/datasets/fashion-mnist), a "
+                  "CIFAR-10 binary directory (cifar-cnn), or a text file/directory (char-lstm, "
+                  "default /usr/share/games/fortunes)");
+  app->add_option("--compressor", args->compressor,
+                  "dense | adacomp | topk | threshold | onebit | terngrad")
+      ->capture_default_str();
+  app->add_option("--learners,-P", o.learners, "number of learners P")->capture_default_str();
+  app->add_option("--batch-size,-B", o.batch_size, "global minibatch (a multiple of P)")
+      ->capture_default_str();
+  args->epochs_opt =
+      app->add_option("--epochs", o.epochs, "epochs to train")->capture_default_str();
+  app->add_option("--steps", o.steps, "train exactly this many steps instead of --epochs")
+      ->excludes(args->epochs_opt);
+  app->add_option("--optimizer", o.optimizer, "sgd (with momentum) | adam")->capture_default_str();
+  app->add_option("--lr", o.lr, "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
+                                "0.5 char-lstm; adam 1e-3, 2e-3 char-lstm)");
+  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--lr-decay-epochs", args->lr_decay_epochs,
+                  "comma-separated epochs at which lr is multiplied by --lr-decay-factor");
+  app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
+  app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
+  app->add_option("--values", args->values, "AdaComp values: ternary | fp16 | fp32")
+      ->capture_default_str();
+  app->add_option("--density", o.codec.density, "topk density")->capture_default_str();
+  app->add_option("--tau", o.codec.tau, "threshold tau")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed of init, shuffling and terngrad")->capture_default_str();
+  app->add_option("--threads", o.threads,
+                  "learners computing at once (default: cores); results do not depend on it");
+  app->add_option("--metrics-out", o.metrics_out, "JSONL file, one object per logged step");
+  app->add_option("--summary-out", args->summary_out, "JSON file with the run summary");
+  app->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "write checkpoints here (every epoch, every --checkpoint-every steps, at the end)");
+  app->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
+  app->add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept")
+      ->capture_default_str();
+  app->add_flag("--resume", o.resume, "continue from the newest valid checkpoint");
+  app->add_option("--log-every", o.log_every, "steps between metrics lines")->capture_default_str();
+  app->add_option("--eval-every", o.eval_every, "also evaluate every N steps");
+  app->add_option("--train-limit", o.train_limit, "use only the first N training examples");
+  app->add_option("--test-limit", o.test_limit, "evaluate on the first N test examples");
+  app->add_option("--max-bad-steps", o.max_bad_steps,
+                  "consecutive non-finite-gradient steps (each skipped) before the run fails")
+      ->capture_default_str();
+  app->add_option("--seq-len", o.seq_len, "char-lstm sequence length")->capture_default_str();
+  app->add_option("--hidden", o.hidden, "char-lstm hidden size")->capture_default_str();
+  app->add_option("--embed", o.embed, "char-lstm embedding size")->capture_default_str();
+  app->add_flag("--quiet,-q", args->quiet, "no progress lines");
+  // Test hooks (hidden).
+  app->add_option("--inject-nan", args->inject_nan,
+                  "STEP:LEARNER:TENSOR: make that gradient non-finite (test hook)")
+      ->group("");
+  app->add_option("--stop-after-steps", o.stop_after_steps,
+                  "return after N steps without finishing (test hook)")
+      ->group("");
+  Command c;
+  c.app = app;
+  c.run = [args] { return RunTrain(*args); };
+  return {c};
+}
+
+}  // namespace adacomp::tool
