@@ -28,17 +28,26 @@
 //    touching MPI. A failed job cannot be finalized safely (MPI_Finalize would
 //    wait for the peers that are stuck), so after a failure call Abort(), or
 //    just destroy the Communicator, which then calls Abort() itself.
-//  - Abort(why) prints "adacomp: rank R aborts the MPI job: <why>" on stderr
-//    and calls MPI_Abort, so mpirun stops every rank (about 1 s here). Peers
-//    are killed rather than handed a Status: under MPI the message that names
-//    the rank and cause is this line on stderr, plus mpirun's own report.
+//  - Destroying the Communicator runs a last "leave" handshake with every
+//    peer (like a barrier). If every rank leaves there, the job ends cleanly.
+//    If a peer is inside another collective instead (one rank returned early,
+//    e.g. on an error path), the leaving rank aborts the job naming both, and
+//    a peer that sees the leave header fails with Unavailable naming the rank
+//    that left. So: destroy the Communicator before exiting (RAII in main).
+//  - Abort(why) prints "adacomp: rank R of P aborts the MPI job: <why>" on
+//    stderr and calls MPI_Abort, so mpirun stops every rank (about 0.4 s
+//    here). Abort never returns. Peers are killed rather than handed a Status:
+//    under MPI the message naming the rank and cause is that stderr line,
+//    plus mpirun's own report.
 //    A rank killed by a signal or exiting without finalizing is detected by
-//    mpirun itself, which stops the job and names the rank (about 1.3 s here).
+//    mpirun itself, which stops the job and names the rank (about 1.5 s here).
 //
 // Lifetime: CreateMpiCommunicator calls MPI_Init_thread (MPI_THREAD_SERIALIZED)
 // unless MPI is already initialized, and duplicates MPI_COMM_WORLD (errors are
 // returned, MPI_ERRORS_RETURN). If it initialized MPI, MPI_Finalize runs at
-// process exit (atexit) unless a collective failed or Abort ran; when the
+// process exit (atexit) only after a clean leave handshake and no failure;
+// otherwise the process exits unfinalized and mpirun ends the job (OpenMPI
+// 4.1's mpirun can hang when one rank finalizes while others abort). When the
 // caller initialized MPI, the caller finalizes it after destroying every
 // Communicator. Create at most one MpiCommunicator at a time.
 // Thread safety: one thread at a time (MPI_THREAD_SERIALIZED), as for every

@@ -14,10 +14,15 @@
 namespace adacomp::internal {
 
 // InvalidArgument unless grad.size() == elements and every value is finite.
-Status CheckGradient(std::span<const float> grad, uint64_t elements);
+// *max_abs (optional) receives the largest |grad| (one vectorized pass does both).
+Status CheckGradient(std::span<const float> grad, uint64_t elements, float* max_abs = nullptr);
 
 // Largest |v| (v finite).
 float MaxAbs(std::span<const float> v);
+
+// Largest (bits of v) & 0x7FFFFFFF: the bits of the largest |v|, which is
+// >= 0x7F800000 exactly when some v is Inf or NaN. Vectorizes (integer max).
+uint32_t MaxAbsBits(const float* v, size_t n);
 
 // g = residue + grad, element by element. InvalidArgument (g partly written,
 // nothing else changed) if a sum overflows to infinity.

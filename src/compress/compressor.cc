@@ -142,23 +142,40 @@ std::optional<size_t> FindNonFinite(std::span<const float> values) {
 
 namespace internal {
 
-Status CheckGradient(std::span<const float> grad, uint64_t elements) {
+uint32_t MaxAbsBits(const float* v, size_t n) {
+  // Four independent accumulators keep the reduction vector-friendly.
+  int32_t m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    m0 = std::max(m0, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
+    m1 = std::max(m1, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 1]) & 0x7FFFFFFFu));
+    m2 = std::max(m2, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 2]) & 0x7FFFFFFFu));
+    m3 = std::max(m3, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 3]) & 0x7FFFFFFFu));
+  }
+  for (; i < n; ++i) {
+    m0 = std::max(m0, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
+  }
+  return static_cast<uint32_t>(std::max(std::max(m0, m1), std::max(m2, m3)));
+}
+
+Status CheckGradient(std::span<const float> grad, uint64_t elements, float* max_abs) {
   if (grad.size() != elements) {
     return Status::InvalidArgument("gradient has " + std::to_string(grad.size()) +
                                    " elements, the compressor was made for " +
                                    std::to_string(elements));
   }
-  if (auto bad = FindNonFinite(grad)) {
-    return Status::InvalidArgument("gradient element " + std::to_string(*bad) + " is " +
-                                   (std::isnan(grad[*bad]) ? "NaN" : "infinite"));
+  const uint32_t bits = MaxAbsBits(grad.data(), grad.size());
+  if (bits >= 0x7F800000u) {
+    const size_t bad = FindNonFinite(grad).value_or(0);
+    return Status::InvalidArgument("gradient element " + std::to_string(bad) + " is " +
+                                   (std::isnan(grad[bad]) ? "NaN" : "infinite"));
   }
+  if (max_abs) *max_abs = std::bit_cast<float>(bits);
   return Status::OK();
 }
 
 float MaxAbs(std::span<const float> v) {
-  float m = 0.0f;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
+  return std::bit_cast<float>(MaxAbsBits(v.data(), v.size()));
 }
 
 Status ResidualGradient(std::span<const float> residue, std::span<const float> grad,

@@ -171,6 +171,12 @@ torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& y, bool sum
 
 // ---------------------------------------------------------------- options
 
+std::string ShortDouble(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%g", v);
+  return b;
+}
+
 double DefaultLr(const std::string& model, const std::string& optimizer) {
   if (optimizer == "adam") return model == "char-lstm" ? 2e-3 : 1e-3;
   if (model == "char-lstm") return 0.5;
@@ -1020,7 +1026,7 @@ Result<TrainSummary> Learner::Run() {
             std::to_string(data_->train_count) + " train / " + std::to_string(data_->test_count) +
             " test examples): " + std::to_string(p_) + " learners, " +
             std::string(CodecName(o_.codec.codec)) + ", " + o_.optimizer + " lr " +
-            std::to_string(o_.lr) + ", global batch " + std::to_string(o_.batch_size) + ", " +
+            ShortDouble(o_.lr) + ", global batch " + std::to_string(o_.batch_size) + ", " +
             std::to_string(total_steps_) + " steps (" + std::to_string(steps_per_epoch_) +
             " per epoch)");
   }

@@ -1,5 +1,390 @@
+// Tests of the trainer through its public API (adacomp/trainer.h) on tiny
+// synthetic data sets written by the tests: replicas, determinism, resume,
+// NaN policy, checkpoint corruption, averaging, learning.
 #include "adacomp/trainer.h"
 
 #include <gtest/gtest.h>
 
-TEST(Trainer, ModelNames) { EXPECT_EQ(adacomp::ModelNames().size(), 4u); }
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.h"
+#include "test_files.h"
+
+namespace adacomp {
+namespace {
+
+using train::testing::TempDir;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new TempDir("trainer-data");
+    train::testing::WriteSyntheticMnist(data_->Path(), "train", 320, true, 1);
+    train::testing::WriteSyntheticMnist(data_->Path(), "t10k", 80, false, 2);
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    data_ = nullptr;
+  }
+
+  // Small, quick settings; messages are collected instead of printed.
+  TrainOptions Base() {
+    TrainOptions o;
+    o.model = "mnist-cnn";
+    o.data_dir = data_->Path();
+    o.learners = 4;
+    o.batch_size = 32;
+    o.steps = 6;
+    o.seed = 7;
+    o.log_every = 1000;
+    o.on_message = [this](const std::string& m) { messages_ += m + "\n"; };
+    return o;
+  }
+
+  TrainSummary Run(const TrainOptions& o) {
+    auto r = Train(o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return TrainSummary();
+    return std::move(r).value();
+  }
+
+  static TempDir* data_;
+  std::string messages_;
+};
+TempDir* TrainerTest::data_ = nullptr;
+
+TEST_F(TrainerTest, ReplicasStayBitIdenticalWithEveryCompressor) {
+  for (const char* codec : {"adacomp", "topk", "threshold", "onebit", "terngrad", "dense"}) {
+    TrainOptions o = Base();
+    o.codec.codec = *ParseCodec(codec);
+    o.codec.tau = 1e-3f;
+    o.steps = codec == std::string("adacomp") ? 10 : 4;
+    TrainSummary s = Run(o);
+    ASSERT_EQ(s.learner_weights_sha256.size(), 4u) << codec;
+    for (const auto& d : s.learner_weights_sha256) {
+      EXPECT_EQ(d, s.weights_sha256) << codec;
+    }
+    EXPECT_TRUE(s.replicas_identical) << codec;
+    EXPECT_EQ(s.steps, o.steps);
+    // Residues differ between learners (their shards differ), weights do not.
+    if (codec == std::string("adacomp")) {
+      EXPECT_NE(s.learner_state_sha256[0], s.learner_state_sha256[1]);
+    }
+  }
+}
+
+TEST_F(TrainerTest, SameSeedSameDigestWhateverTheThreads) {
+  TrainOptions o = Base();
+  o.threads = 1;
+  TrainSummary a = Run(o);
+  o.threads = 4;
+  TrainSummary b = Run(o);
+  o.threads = 2;
+  TrainSummary c = Run(o);
+  EXPECT_EQ(a.weights_sha256.size(), 64u);
+  EXPECT_EQ(a.weights_sha256, b.weights_sha256);
+  EXPECT_EQ(a.weights_sha256, c.weights_sha256);
+  EXPECT_EQ(a.learner_state_sha256, b.learner_state_sha256);
+  o.seed = 8;
+  TrainSummary d = Run(o);
+  EXPECT_NE(a.weights_sha256, d.weights_sha256);
+}
+
+TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
+  struct Setting {
+    const char* codec;
+    const char* optimizer;
+  };
+  // terngrad + adam also covers the compressors' random generators and Adam's moments.
+  for (Setting set : {Setting{"adacomp", "sgd"}, Setting{"terngrad", "adam"}}) {
+    TrainOptions o = Base();
+    o.codec.codec = *ParseCodec(set.codec);
+    o.optimizer = set.optimizer;
+    o.steps = 12;
+    TrainSummary full = Run(o);
+
+    TempDir ckpt("ckpt");
+    TrainOptions first = o;
+    first.checkpoint_dir = ckpt.Path();
+    first.checkpoint_every = 5;
+    first.stop_after_steps = 7;  // "killed" after step 7: the last checkpoint is step 5
+    TrainSummary part = Run(first);
+    EXPECT_TRUE(part.stopped_early);
+    EXPECT_EQ(part.steps, 7);
+    EXPECT_NE(part.weights_sha256, full.weights_sha256);
+
+    TrainOptions second = o;
+    second.checkpoint_dir = ckpt.Path();
+    second.resume = true;
+    TrainSummary resumed = Run(second);
+    EXPECT_EQ(resumed.resumed_from_step, 5) << set.codec;
+    EXPECT_EQ(resumed.steps, 12);
+    EXPECT_EQ(resumed.weights_sha256, full.weights_sha256) << set.codec;
+    EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256) << set.codec;
+    EXPECT_TRUE(resumed.replicas_identical);
+    EXPECT_EQ(resumed.bytes_sent, full.bytes_sent);
+  }
+}
+
+TEST_F(TrainerTest, CorruptedCheckpointIsDetectedAndThePreviousOneUsed) {
+  TrainOptions o = Base();
+  o.steps = 12;
+  TrainSummary full = Run(o);
+  for (int damage = 0; damage < 2; ++damage) {
+    TempDir ckpt("ckpt");
+    TrainOptions first = o;
+    first.steps = 10;
+    first.checkpoint_dir = ckpt.Path();
+    first.checkpoint_every = 5;
+    Run(first);  // checkpoints at steps 5 and 10
+    auto list = train::ListCheckpoints(ckpt.Path());
+    ASSERT_EQ(list.size(), 2u);
+    ASSERT_EQ(list[0].first, 10);
+    std::string newest = list[0].second;
+    if (damage == 0) {  // flip a byte in the middle
+      std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(std::filesystem::file_size(newest) / 2));
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x10);
+      f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(newest) / 2));
+      f.write(&c, 1);
+    } else {  // truncate
+      std::filesystem::resize_file(newest, std::filesystem::file_size(newest) - 100);
+    }
+    messages_.clear();
+    TrainOptions second = o;
+    second.checkpoint_dir = ckpt.Path();
+    second.resume = true;
+    TrainSummary resumed = Run(second);
+    EXPECT_EQ(resumed.resumed_from_step, 5);
+    EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
+    EXPECT_NE(messages_.find(newest), std::string::npos) << messages_;
+    EXPECT_NE(messages_.find(damage == 0 ? "checksum mismatch" : "truncated"), std::string::npos)
+        << messages_;
+    EXPECT_NE(messages_.find("previous checkpoint"), std::string::npos) << messages_;
+  }
+}
+
+TEST_F(TrainerTest, NoUsableCheckpointIsAnError) {
+  TempDir ckpt("ckpt");
+  TrainOptions o = Base();
+  o.steps = 4;
+  o.checkpoint_dir = ckpt.Path();
+  o.checkpoint_every = 2;
+  Run(o);
+  for (const auto& [step, path] : train::ListCheckpoints(ckpt.Path())) {
+    std::filesystem::resize_file(path, 10);
+  }
+  o.resume = true;
+  auto r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("no usable checkpoint"), std::string::npos);
+  // Different settings are refused rather than silently mixed.
+  TempDir other("ckpt");
+  o.resume = false;
+  o.checkpoint_dir = other.Path();
+  Run(o);
+  o.resume = true;
+  o.batch_size = 64;
+  r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("different settings"), std::string::npos);
+}
+
+TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
+  // A NaN in learner 2's gradient of tensor 1 at the last step (index 3):
+  // nothing may change, so the run equals a 3-step run, residues included.
+  TrainOptions o = Base();
+  o.steps = 4;
+  o.inject_nan.push_back({3, 2, 1});
+  messages_.clear();
+  TrainSummary skipped = Run(o);
+  EXPECT_EQ(skipped.skipped_steps, 1);
+  EXPECT_NE(messages_.find("step 4"), std::string::npos) << messages_;
+  EXPECT_NE(messages_.find("learner 2"), std::string::npos) << messages_;
+  EXPECT_NE(messages_.find("conv1.bias"), std::string::npos) << messages_;
+  TrainOptions ref = Base();
+  ref.steps = 3;
+  TrainSummary three = Run(ref);
+  EXPECT_EQ(skipped.weights_sha256, three.weights_sha256);
+  EXPECT_EQ(skipped.learner_state_sha256, three.learner_state_sha256);
+  EXPECT_EQ(skipped.bytes_sent, three.bytes_sent);
+  ref.steps = 4;
+  EXPECT_NE(Run(ref).weights_sha256, three.weights_sha256);
+
+  // A skip in the middle: training goes on, replicas stay identical.
+  o.steps = 6;
+  o.inject_nan = {{2, 0, 5}};
+  TrainSummary mid = Run(o);
+  EXPECT_EQ(mid.skipped_steps, 1);
+  EXPECT_TRUE(mid.replicas_identical);
+}
+
+TEST_F(TrainerTest, TooManyConsecutiveBadStepsStopTheRun) {
+  TrainOptions o = Base();
+  o.steps = 8;
+  o.max_bad_steps = 3;
+  o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {3, 1, 4}};
+  auto r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("3 consecutive"), std::string::npos)
+      << r.status().ToString();
+  // Two bad steps separated by a good one do not accumulate.
+  o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {4, 1, 4}};
+  auto ok = Train(o);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->skipped_steps, 3);
+}
+
+TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
+  TrainOptions o = Base();
+  o.codec.codec = Codec::kDense;
+  o.steps = 5;
+  o.keep_weights = true;
+  TrainSummary four = Run(o);
+  o.learners = 1;
+  TrainSummary one = Run(o);
+  ASSERT_EQ(four.weights.size(), one.weights.size());
+  ASSERT_FALSE(one.weights.empty());
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < one.weights.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(four.weights[i]) - one.weights[i]));
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(one.weights[i])));
+  }
+  EXPECT_LT(max_diff, 1e-5 * std::max(1.0, max_abs)) << max_diff;
+  // Dense sends every element as float32: rate exactly 1.
+  EXPECT_DOUBLE_EQ(four.end_to_end_rate, 1.0);
+  // A different P with AdaComp is a different algorithm: the weights differ.
+  o.learners = 4;
+  o.codec.codec = Codec::kAdaComp;
+  TrainSummary ada = Run(o);
+  EXPECT_NE(ada.weights_sha256, four.weights_sha256);
+}
+
+TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
+  TrainOptions o = Base();
+  o.steps = 30;
+  o.log_every = 1;
+  std::vector<StepMetrics> steps;
+  o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  TempDir out("metrics");
+  o.metrics_out = out.Path("m.jsonl");
+  TrainSummary s = Run(o);
+  ASSERT_EQ(steps.size(), 30u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) {
+    first += steps[static_cast<size_t>(i)].loss / 5;
+    last += steps[static_cast<size_t>(25 + i)].loss / 5;
+  }
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
+  EXPECT_GT(s.test_accuracy, 0.3);
+  // Per-step bytes add up to the summary; the rate is dense bytes over bytes sent.
+  uint64_t bytes = 0;
+  for (const auto& m : steps) bytes += m.bytes_sent;
+  EXPECT_EQ(bytes, s.bytes_sent);
+  EXPECT_EQ(s.dense_bytes, 30u * 4 * 4 * static_cast<uint64_t>(s.parameters));
+  EXPECT_NEAR(s.end_to_end_rate, static_cast<double>(s.dense_bytes) / s.bytes_sent, 1e-9);
+  ASSERT_TRUE(s.rate[0] && s.rate[1] && s.rate[3]);
+  EXPECT_FALSE(s.rate[2]);  // no LSTM layer
+  EXPECT_GT(*s.rate[0], 1.0);
+  EXPECT_GT(*s.rate[1], *s.rate[0]);  // L_T 500 vs 50
+  ASSERT_TRUE(s.selected_per_bin[0]);
+  EXPECT_GE(*s.selected_per_bin[0], 1.0);
+  // The JSONL file has one object per step with the documented fields.
+  std::ifstream in(o.metrics_out);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    ++lines;
+    EXPECT_EQ(j["step"].get<int>(), lines);
+    for (const char* k : {"loss", "lr", "bytes_sent", "epoch"}) EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_TRUE(j["compression_rate"]["lstm"].is_null());
+    EXPECT_TRUE(j["compression_rate"]["conv"].is_number());
+    EXPECT_TRUE(j["time"]["compress"].is_number());
+  }
+  EXPECT_EQ(lines, 30);
+  // The summary JSON.
+  auto j = nlohmann::json::parse(s.ToJson());
+  EXPECT_GE(j["test_accuracy"].get<double>(), 0.0);
+  EXPECT_LE(j["test_accuracy"].get<double>(), 1.0);
+  for (const char* k : {"conv", "fc", "lstm", "other", "end_to_end"}) {
+    EXPECT_TRUE(j["compression_rate"].contains(k)) << k;
+  }
+  EXPECT_TRUE(j["compression_rate"]["lstm"].is_null());
+  for (const char* k : {"wall_seconds", "compress_seconds", "weights_sha256", "model",
+                        "compressor", "learners", "steps"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+}
+
+TEST_F(TrainerTest, OtherModelsRun) {
+  TempDir text("text");
+  {
+    std::ofstream f(text.Path("corpus.txt"));
+    for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  TrainOptions o = Base();
+  o.model = "char-lstm";
+  o.data_dir = text.Path("corpus.txt");
+  o.learners = 2;
+  o.batch_size = 8;
+  o.steps = 3;
+  o.seq_len = 16;
+  o.hidden = 16;
+  o.embed = 8;
+  TrainSummary lstm = Run(o);
+  EXPECT_TRUE(lstm.rate[2].has_value());
+  EXPECT_FALSE(lstm.rate[0].has_value());
+  EXPECT_TRUE(lstm.replicas_identical);
+  EXPECT_GT(lstm.test_loss, 0.0);
+  EXPECT_NE(nlohmann::json::parse(lstm.ToJson())["test_loss_per_char"], nullptr);
+
+  o = Base();
+  o.model = "cifar-cnn";
+  o.steps = 2;
+  messages_.clear();
+  TrainSummary cifar = Run(o);
+  EXPECT_NE(cifar.data.find("32x32x3"), std::string::npos) << cifar.data;
+  EXPECT_NE(messages_.find("padded to 32x32"), std::string::npos);
+
+  o = Base();
+  o.model = "fc-dnn";
+  o.optimizer = "adam";
+  o.steps = 3;
+  TrainSummary fc = Run(o);
+  EXPECT_FALSE(fc.rate[0].has_value());
+  EXPECT_TRUE(fc.rate[1].has_value());
+}
+
+TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
+  TrainOptions o = Base();
+  o.batch_size = 30;
+  Status st = ValidateTrainOptions(o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("not a multiple of --learners 4"), std::string::npos);
+  o = Base();
+  o.model = "resnet";
+  EXPECT_NE(ValidateTrainOptions(o).message().find("resnet"), std::string::npos);
+  o = Base();
+  o.resume = true;
+  EXPECT_NE(ValidateTrainOptions(o).message().find("--checkpoint-dir"), std::string::npos);
+  o = Base();
+  o.data_dir = "/nonexistent/adacomp";
+  auto r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/adacomp"), std::string::npos);
+  o = Base();
+  o.batch_size = 1024;  // more than the 320 examples
+  r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exceeds the 320 training examples"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace adacomp

@@ -2,6 +2,7 @@
 // decoded structure, and the public InspectFrame / DecodeAccumulate.
 #include "wire/frame.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -243,7 +244,9 @@ Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params
       const size_t bits_offset = static_cast<size_t>(count) * vb;
       BitReader r(payload + bits_offset, payload + h.payload_bytes);
       // Largest unary run that can still give a gap below n.
-      const uint64_t max_q = rice ? n >> k : static_cast<uint64_t>(std::bit_width((n >> k) + 1));
+      const uint64_t max_q =
+          rice ? n >> k
+               : (n == 0 ? 0 : static_cast<uint64_t>(std::bit_width(((n - 1) >> k) + 1) - 1));
       uint64_t next = 0;
       for (uint64_t j = 0; j < count; ++j) {
         const size_t at = base + bits_offset + static_cast<size_t>(r.position() / 8);
@@ -543,30 +546,49 @@ uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code) {
 
 IndexCode ChooseIndexCode(std::span<const uint32_t> indices) {
   if (indices.empty()) return {};
-  // The optimum lies near log2 of the mean gap (a little below it for
-  // Exp-Golomb); search a window around it.
-  const uint64_t gap_sum = uint64_t{indices.back()} + 1 - indices.size();
-  const uint64_t mean = gap_sum / indices.size();
-  const int center = mean == 0 ? 0 : std::bit_width(mean) - 1;
-  IndexCode best_code;
-  uint64_t best = std::numeric_limits<uint64_t>::max();
-  for (IndexFamily family : {IndexFamily::kRice, IndexFamily::kExpGolomb}) {
-    const int lo = std::max(0, center - (family == IndexFamily::kRice ? 3 : 6));
-    const int hi = std::min(kMaxCodeK, center + 2);
-    for (int k = lo; k <= hi; ++k) {
-      const IndexCode code{family, static_cast<uint8_t>(k)};
-      const uint64_t bits = IndexCodeBits(indices, code);
-      if (bits < best) {
-        best = bits;
-        best_code = code;
-      }
-    }
+  // Start points: log2 of the mean gap (Rice), of the geometric mean
+  // (Exp-Golomb); then descend. The Rice cost is convex in k (each step up
+  // in k saves sum(ceil((g >> k) / 2)) bits, which shrinks as k grows, and
+  // costs C bits), so its descent ends at the exact optimum; for
+  // Exp-Golomb it ends at a local optimum, in practice the optimum.
+  uint64_t gap_sum = 0, width_sum = 0, max_gap = 0, next = 0;
+  for (uint32_t i : indices) {
+    const uint64_t g = i - next;
+    next = uint64_t{i} + 1;
+    gap_sum += g;
+    width_sum += static_cast<uint64_t>(std::bit_width(g));
+    max_gap = std::max(max_gap, g);
   }
-  return best_code;
+  const uint64_t count = indices.size();
+  const int k_max = std::min(kMaxCodeK, static_cast<int>(std::bit_width(max_gap)));
+  auto descend = [&](IndexFamily family, int k) {
+    k = std::clamp(k, 0, k_max);
+    uint64_t cost = IndexCodeBits(indices, {family, static_cast<uint8_t>(k)});
+    bool moved = false;
+    while (k > 0) {  // down while not worse (prefers the smaller k on ties)
+      const uint64_t c = IndexCodeBits(indices, {family, static_cast<uint8_t>(k - 1)});
+      if (c > cost) break;
+      cost = c;
+      --k;
+      moved = true;
+    }
+    while (!moved && k < k_max) {  // else up while strictly better
+      const uint64_t c = IndexCodeBits(indices, {family, static_cast<uint8_t>(k + 1)});
+      if (c >= cost) break;
+      cost = c;
+      ++k;
+    }
+    return std::pair<IndexCode, uint64_t>{{family, static_cast<uint8_t>(k)}, cost};
+  };
+  const int rice_start = static_cast<int>(std::bit_width(gap_sum / count));
+  const int eg_start = static_cast<int>(width_sum / count) - 1;
+  const auto rice = descend(IndexFamily::kRice, rice_start);
+  const auto eg = descend(IndexFamily::kExpGolomb, eg_start);
+  return eg.second < rice.second ? eg.first : rice.first;
 }
 
-size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int value_bytes) {
-  return static_cast<size_t>(count * value_bytes + CeilDiv(rice_bits + (signs ? count : 0), 8));
+size_t SparsePayloadBytes(uint64_t count, uint64_t code_bits, bool signs, int value_bytes) {
+  return static_cast<size_t>(count * value_bytes + CeilDiv(code_bits + (signs ? count : 0), 8));
 }
 
 Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, Header* h,
@@ -727,10 +749,10 @@ Status EncodeFrame(const Frame& f, std::vector<uint8_t>* out) {
   if (!pbad.empty()) return bad(pbad);
 
   size_t payload_bytes = 0;
-  uint64_t rice_bits = 0;
+  uint64_t code_bits = 0;
   if (IsSparse(codec)) {
-    rice_bits = IndexCodeBits(f.indices, p.code);
-    payload_bytes = SparsePayloadBytes(f.indices.size(), rice_bits, HasSigns(codec, p),
+    code_bits = IndexCodeBits(f.indices, p.code);
+    payload_bytes = SparsePayloadBytes(f.indices.size(), code_bits, HasSigns(codec, p),
                                        ValueBytes(codec, p));
   } else {
     bool fixed = false;

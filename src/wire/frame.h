@@ -96,8 +96,9 @@ void FinishFrame(std::vector<uint8_t>* out, size_t frame_start);
 
 // Total bits of the codes of the gaps of `indices` (sign bits excluded).
 uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code);
-// The code that minimizes IndexCodeBits over a window of k around the mean
-// gap, for both families (Rice preferred on ties, then the smaller k).
+// A code with few IndexCodeBits: the best Rice k exactly, the best
+// Exp-Golomb k found by descent from an estimate (a local optimum); the
+// cheaper of the two, Rice on ties.
 IndexCode ChooseIndexCode(std::span<const uint32_t> indices);
 // Bytes of a sparse payload: values first (value_bytes each), then the
 // bitstream padded to a whole byte.

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/crc32c.h"
@@ -161,7 +162,7 @@ Frame SmallAdaComp() {
   f.params.bin_size = 10;
   f.params.scale = 0.5f;
   f.params.selected = 3;
-  f.params.rice_k = 2;
+  f.params.code = {IndexFamily::kRice, 2};
   f.indices = {1, 7, 19};
   f.negative = {0, 1, 1};
   return f;
@@ -181,7 +182,7 @@ void ExpectError(const std::vector<uint8_t>& bytes, StatusCode code, const std::
 TEST(FrameTest, CraftedInvalidFramesWithValidChecksum) {
   const std::vector<uint8_t> good = Encode(SmallAdaComp());
   // Layout: 0-1 magic, 2 version, 3 codec, 4 tensor id, 5 elements, 6 params
-  // length, 7 value mode, 8 rice_k, 9 bin_size, 10 selected, 11-14 scale,
+  // length, 7 value mode, 8 index code, 9 bin_size, 10 selected, 11-14 scale,
   // 15 payload length, 16.. payload.
   ASSERT_EQ(good[6], 8);
   {
@@ -209,9 +210,9 @@ TEST(FrameTest, CraftedInvalidFramesWithValidChecksum) {
   }
   {
     auto b = good;
-    b[8] = 40;
+    b[8] = 0x42;  // index code byte, reserved bit 6
     Reseal(&b);
-    ExpectError(b, StatusCode::kCorruption, "rice_k 40");
+    ExpectError(b, StatusCode::kCorruption, "index code byte 0x42 has reserved bits");
   }
   {
     auto b = good;
@@ -345,16 +346,74 @@ TEST(FrameTest, AccumulatesSeveralLearnersAndFollowingFrames) {
   EXPECT_EQ(info.bin_size, 10u);
 }
 
-TEST(FrameTest, RiceParameterChoice) {
-  std::vector<uint32_t> idx;
-  for (uint32_t i = 0; i < 1000; ++i) idx.push_back(i * 100 + (i * 37) % 50);
-  const int k = ChooseRiceK(idx);
-  for (int other = 0; other <= kMaxRiceK; ++other) EXPECT_LE(RiceBits(idx, k), RiceBits(idx, other));
-  EXPECT_EQ(ChooseRiceK({}), 0);
+TEST(FrameTest, IndexCodeChoice) {
+  // Evenly spread indices: Rice wins; clustered ones (mixture of small and
+  // huge gaps): Exp-Golomb wins. Either way the choice is optimal over all k.
+  std::vector<uint32_t> even, clustered;
+  for (uint32_t i = 0; i < 1000; ++i) even.push_back(i * 100 + (i * 37) % 50);
+  for (uint32_t i = 0; i < 1000; ++i) clustered.push_back((i / 10) * 100000 + (i % 10) * 3);
+  std::mt19937 rng(5);
+  std::vector<std::vector<uint32_t>> sets = {even, clustered};
+  for (int t = 0; t < 40; ++t) {  // random sets of various densities and mixtures
+    std::vector<uint32_t> idx;
+    uint32_t at = 0;
+    const uint32_t small = 1 + rng() % 64, large = 1 + rng() % 100000;
+    const int mix = static_cast<int>(rng() % 10);
+    for (int e = 0; e < 500; ++e) {
+      at += 1 + rng() % (static_cast<int>(rng() % 10) < mix ? large : small);
+      idx.push_back(at);
+    }
+    sets.push_back(idx);
+  }
+  for (const auto& idx : sets) {
+    const IndexCode chosen = ChooseIndexCode(idx);
+    uint64_t best_rice = ~0ull, best_any = ~0ull;
+    for (int f = 0; f < 2; ++f) {
+      for (int k = 0; k <= kMaxCodeK; ++k) {
+        const uint64_t bits =
+            IndexCodeBits(idx, {static_cast<IndexFamily>(f), static_cast<uint8_t>(k)});
+        best_any = std::min(best_any, bits);
+        if (f == 0) best_rice = std::min(best_rice, bits);
+      }
+    }
+    // Never worse than the best Rice code (exact by convexity), and within
+    // 1% of the best code overall.
+    EXPECT_LE(IndexCodeBits(idx, chosen), best_rice);
+    EXPECT_LE(IndexCodeBits(idx, chosen), best_any + best_any / 100);
+  }
+  EXPECT_EQ(ChooseIndexCode(even).family, IndexFamily::kRice);
+  EXPECT_EQ(ChooseIndexCode(clustered).family, IndexFamily::kExpGolomb);
+  EXPECT_EQ(ChooseIndexCode({}), IndexCode{});
   std::vector<uint32_t> dense(100);
   for (uint32_t i = 0; i < 100; ++i) dense[i] = i;
-  EXPECT_EQ(ChooseRiceK(dense), 0);
-  EXPECT_EQ(RiceBits(dense, 0), 100u);
+  EXPECT_EQ(ChooseIndexCode(dense), IndexCode{});
+  EXPECT_EQ(IndexCodeBits(dense, {}), 100u);
+  // Exp-Golomb k = 0: gap 0 -> "1", gap 1 -> "010"+..., lengths 1, 3, 3, 5.
+  EXPECT_EQ(IndexCodeBits(std::vector<uint32_t>{0, 2, 5, 9}, {IndexFamily::kExpGolomb, 0}),
+            1u + 3 + 3 + 5);
+}
+
+TEST(FrameTest, BothIndexFamiliesRoundTrip) {
+  for (int f = 0; f < 2; ++f) {
+    for (int k : {0, 1, 5, 12, 31}) {
+      Frame fr;
+      fr.codec = Codec::kTopK;
+      fr.elements = 100000;
+      fr.indices = {0, 1, 2, 900, 901, 50000, 99999};
+      fr.values.assign(fr.indices.size(), 1.0f);
+      fr.params.selected = fr.indices.size();
+      fr.params.code = {static_cast<IndexFamily>(f), static_cast<uint8_t>(k)};
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE(EncodeFrame(fr, &bytes).ok());
+      Frame back;
+      ASSERT_TRUE(DecodeFrame(bytes, {}, &back).ok()) << f << " " << k;
+      EXPECT_EQ(back.indices, fr.indices);
+      EXPECT_EQ(back.params.code, fr.params.code);
+      std::vector<uint8_t> again;
+      ASSERT_TRUE(EncodeFrame(back, &again).ok());
+      EXPECT_EQ(again, bytes);
+    }
+  }
 }
 
 }  // namespace

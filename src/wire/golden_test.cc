@@ -62,7 +62,7 @@ Frame AdaTernary10() {
   f.indices = {1, 4, 9};
   f.negative = {0, 1, 0};
   f.params.selected = 3;
-  f.params.rice_k = static_cast<uint8_t>(ChooseRiceK(f.indices));
+  f.params.code = {IndexFamily::kRice, 1};
   return f;
 }
 
@@ -80,7 +80,7 @@ std::vector<Golden> Cases() {
     f.indices = {0, 5};
     f.half_values = {0x3C00, 0xC000};  // 1.0, -2.0
     f.params.selected = 2;
-    f.params.rice_k = 1;
+    f.params.code = {IndexFamily::kExpGolomb, 0};
     g.push_back({"adacomp_fp16_6", Enc(f), true, {1.0f, 0, 0, 0, 0, -2.0f}, ""});
   }
   {
@@ -101,7 +101,7 @@ std::vector<Golden> Cases() {
     f.indices = {0, 7};
     f.values = {-1.25f, 4.0f};
     f.params.selected = 2;
-    f.params.rice_k = 2;
+    f.params.code = {IndexFamily::kRice, 2};
     g.push_back({"topk_8", Enc(f), true, {-1.25f, 0, 0, 0, 0, 0, 0, 4.0f}, ""});
   }
   {

@@ -1,5 +1,6 @@
 #include "cli_util.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,8 +35,10 @@ Result<uint64_t> ParseCount(std::string_view text, std::string_view what) {
   bool digits_only = true;
   for (char c : s) digits_only &= (c >= '0' && c <= '9');
   if (digits_only) {
-    if (s.size() > 19) return bad("is too large");
-    return static_cast<uint64_t>(std::strtoull(s.c_str(), nullptr, 10));
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+    if (errno == ERANGE) return bad("is too large");
+    return static_cast<uint64_t>(v);
   }
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);

@@ -94,10 +94,7 @@ int RunCompress(const CompressArgs& a) {
   config.seed = a.seed;
   if (Status s = config.Validate(); !s.ok()) return Fail(kCmd, kExitBadUsage, s.message());
 
-  Result<std::unique_ptr<Compressor>> made = Compressor::Create(config, a.tensor_id, n);
-  if (!made.ok()) return Fail(kCmd, kExitBadUsage, made.status().ToString());
-  Compressor& compressor = **made;
-  const bool has_residue = !compressor.residue().empty();
+  const bool has_residue = *codec != Codec::kDense && *codec != Codec::kTernGrad;
   if (!a.residue_out.empty() && !has_residue) {
     return Fail(kCmd, kExitBadUsage,
                 "--residue-out: codec " + std::string(CodecName(*codec)) + " keeps no residue");
@@ -118,6 +115,15 @@ int RunCompress(const CompressArgs& a) {
                     " whole steps and " + std::to_string(size % step_bytes) + " bytes left over");
   }
   const uint64_t steps = size / step_bytes;
+
+  // Created only now: its residue takes 4N bytes, and N has been checked
+  // against the input's size.
+  Result<std::unique_ptr<Compressor>> made = Compressor::Create(config, a.tensor_id, n);
+  if (!made.ok()) return Fail(kCmd, kExitBadUsage, made.status().ToString());
+  Compressor& compressor = **made;
+  if (compressor.residue().empty() == has_residue) {
+    return Fail(kCmd, kExitBadData, "internal: codec residue does not match the expectation");
+  }
 
   Result<std::unique_ptr<OutputFile>> out = OutputFile::Create(a.output);
   if (!out.ok()) return Fail(kCmd, kExitBadData, out.status().message());

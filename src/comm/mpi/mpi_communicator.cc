@@ -28,13 +28,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Set once MPI was initialized by CreateMpiCommunicator (so we finalize it),
-// and once any collective failed or Abort ran (so we must not).
+// MPI_Finalize at exit is safe only when every rank leaves together: a rank
+// that finalizes while its peers still run (or abort) can hang the job or
+// mpirun itself (seen with OpenMPI 4.1.4). So we finalize only if we
+// initialized MPI, a communicator was destroyed after a clean leave handshake
+// with every peer, and nothing failed. Otherwise the process exits without
+// MPI_Finalize, and mpirun ends the job (it reports the rank).
 std::atomic<bool> g_we_initialized{false};
+std::atomic<bool> g_clean_leave{false};
 std::atomic<bool> g_job_failed{false};
 
 void FinalizeAtExit() {
-  if (!g_we_initialized.load() || g_job_failed.load()) return;
+  if (!g_we_initialized.load() || !g_clean_leave.load() || g_job_failed.load()) return;
   int initialized = 0;
   int finalized = 0;
   MPI_Initialized(&initialized);
@@ -42,7 +47,14 @@ void FinalizeAtExit() {
   if (initialized && !finalized) MPI_Finalize();
 }
 
-enum Kind : int64_t { kAllGatherV = 1, kAllReduceSum = 2, kBroadcast = 3, kBarrier = 4 };
+// kLeave: the handshake a communicator's destructor runs with every peer.
+enum Kind : int64_t {
+  kAllGatherV = 1,
+  kAllReduceSum = 2,
+  kBroadcast = 3,
+  kBarrier = 4,
+  kLeave = 5
+};
 
 const char* KindName(int64_t kind) {
   switch (kind) {
@@ -54,6 +66,8 @@ const char* KindName(int64_t kind) {
       return "Broadcast";
     case kBarrier:
       return "Barrier";
+    case kLeave:
+      return "Leave";
   }
   return "unknown collective";
 }
@@ -107,15 +121,26 @@ class MpiCommunicator final : public Communicator {
         headers_(size),
         requests_(2 * static_cast<size_t>(size)) {}
 
+  // Runs the leave handshake: a last collective in which every rank says it
+  // is done. If a peer is instead still inside another collective (this rank
+  // left early, e.g. on an error path without Abort), or a collective failed
+  // before, this rank aborts the job with a message naming the mismatch.
   ~MpiCommunicator() override {
-    if (!failure_.ok()) {
-      // Peers may be stuck waiting for us: a clean shutdown is impossible.
-      Abort(failure_);
-      return;
-    }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;  // too late to talk to anyone
+    if (failure_.ok()) {
+      Collective c;
+      Status s = Begin(kLeave, 0, 0, &c);
+      if (s.ok()) {
+        MPI_Comm_free(&comm_);
+        g_clean_leave.store(true);
+        return;
+      }
+      if (failure_.ok()) failure_ = s;
+    }
+    // Peers may be stuck waiting for us: a clean shutdown is impossible.
+    Abort(failure_);
   }
 
   int rank() const override { return rank_; }
@@ -343,7 +368,32 @@ class MpiCommunicator final : public Communicator {
                                         " did not arrive"));
       }
     }
+    ADACOMP_RETURN_IF_ERROR(CheckNobodyLeft(*c));
     return CheckHeaders(*c);
+  }
+
+  // A peer that left (destroyed its communicator) while this rank is in a
+  // collective, or this rank leaving while a peer is in one: the job cannot
+  // go on, and the Status says who left and where.
+  Status CheckNobodyLeft(const Collective& c) {
+    std::vector<int> others;
+    for (int r = 0; r < size_; ++r) {
+      if ((headers_[r].kind == kLeave) != (c.kind == kLeave)) others.push_back(r);
+    }
+    if (!others.empty()) {
+      if (c.kind == kLeave) {
+        return Fail(Status::Aborted(
+            "MPI rank " + std::to_string(rank_) + " left the job (its communicator was " +
+            "destroyed) after " + std::to_string(c.sequence) + " collectives, while " +
+            RankList(others) + " called " + KindName(headers_[others[0]].kind) + " #" +
+            std::to_string(c.sequence)));
+      }
+      return Fail(Status::Unavailable(
+          Where(c) + ": " + RankList(others) +
+          " left the job (destroyed the communicator, e.g. returned early) instead of calling " +
+          KindName(c.kind)));
+    }
+    return Status::OK();
   }
 
   // Every rank sees the same headers, so every rank reaches the same verdict.

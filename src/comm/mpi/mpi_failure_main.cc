@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   adacomp::MpiOptions options;
-  options.timeout_seconds = argc > 2 ? std::atof(argv[2]) : 3.0;
+  options.timeout_seconds = argc > 2 ? std::atof(argv[2]) : 5.0;
   auto created = adacomp::CreateMpiCommunicator(options);
   if (!created.ok()) {
     std::fprintf(stderr, "%s\n", created.status().ToString().c_str());

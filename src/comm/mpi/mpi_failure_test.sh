@@ -15,7 +15,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 start=$(date +%s.%N)
+# The same flags as the collective tests (src/comm/CMakeLists.txt).
 timeout -k 5 $((max_seconds + 30)) "$mpirun" --oversubscribe --allow-run-as-root --bind-to none \
+  --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca oob_tcp_if_include lo \
   -np "$np" "$program" "$mode" >"$out" 2>&1
 rc=$?
 end=$(date +%s.%N)
