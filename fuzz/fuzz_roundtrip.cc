@@ -3,8 +3,9 @@
 // From the input it derives a codec and its settings (bin size 1..600, value
 // mode, density, tau, seed), a tensor id, a size N (0..4096), a number of
 // steps (1..6) and one gradient per step (finite floats drawn from raw bits,
-// small dyadic values, signed zeros, denormals, values near FLT_MAX, or a mix
-// per element). Each step is compressed and every property below is checked;
+// small dyadic values, signed zeros, denormals, values near FLT_MAX,
+// gradient-like values, a mix per element, or mostly zeros with a few of the
+// others). Each step is compressed and every property below is checked;
 // any violation aborts.
 //
 //  1. Compress succeeds, or (only when residue + gradient can overflow
@@ -348,7 +349,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.tau = std::ldexp(1.0f + in.U8() / 256.0f, static_cast<int>(in.U8() % 64) - 40);
   cfg.seed = in.U64();
   const uint32_t id = in.U32();
-  const uint32_t n = in.U16() % (kMaxN + 1);
+  const uint16_t n_raw = in.U16();  // half the inputs small (fast), half up to kMaxN
+  const uint32_t n = (n_raw & 0x8000) ? n_raw % (kMaxN + 1) : n_raw % 129;
   const int steps = 1 + in.U8() % 6;
   const int save_at = in.U8() % (steps + 1);  // == steps: never
   FUZZ_CHECK(cfg.Validate().ok(), "derived an invalid config");
@@ -381,8 +383,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(FirstBitDifference(twin->residue(), comp->residue()) < 0, "restored residue differs");
     }
     const uint8_t mode_byte = in.U8();
-    const int mode = mode_byte % 7;
-    for (uint32_t j = 0; j < n; ++j) grad[j] = DrawFloat(in, mode == 6 ? in.U8() % 6 : mode);
+    const int mode = mode_byte % 8;  // 0-5 one kind, 6 a mix, 7 mostly zeros
+    for (uint32_t j = 0; j < n; ++j) {
+      int kind = mode;
+      if (mode == 6) kind = in.U8() % 6;
+      if (mode == 7) {
+        const uint8_t b = in.U8();
+        kind = (b & 7) ? 2 : (b >> 3) % 6;
+      }
+      grad[j] = DrawFloat(in, kind);
+    }
 
     r_old.assign(comp->residue().begin(), comp->residue().end());
     const size_t before = out.size();

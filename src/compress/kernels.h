@@ -1,6 +1,7 @@
 // Inner loops of the compressors that the compiler does not vectorize well
 // on its own (internal to adacomp_core). Each has an SSE2 version where
 // available and a plain scalar twin; kernels_test.cc checks they agree.
+// Define ADACOMP_NO_SIMD to build the scalar twins only.
 #pragma once
 
 #include <bit>
@@ -8,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(ADACOMP_NO_SIMD)
 #include <emmintrin.h>
 #endif
 
@@ -71,6 +72,17 @@ inline void SelectKeepScalar(float* r, const float* g, size_t len, float m, uint
   }
 }
 
+// out[j / 8] bit j % 8 = (g[j] < 0), for ceil(n / 8) bytes (padding bits 0).
+inline void NegativeBitsScalar(const float* g, size_t n, uint8_t* out) {
+  for (size_t b = 0; b * 8 < n; ++b) {
+    unsigned byte = 0;
+    for (size_t j = 8 * b; j < n && j < 8 * b + 8; ++j) {
+      byte |= static_cast<unsigned>(g[j] < 0.0f) << (j % 8);
+    }
+    out[b] = static_cast<uint8_t>(byte);
+  }
+}
+
 // True if some |g[j]| >= 2^127, or some g[j] is Inf or NaN.
 inline bool AnyHugeOrNonFiniteScalar(const float* g, size_t n) {
   uint32_t acc = 0;
@@ -82,7 +94,7 @@ inline bool AnyHugeOrNonFiniteScalar(const float* g, size_t n) {
   return (acc & 0x80000000u) != 0;
 }
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(ADACOMP_NO_SIMD)
 
 inline float MaxAbsSum(const float* r, const float* g, size_t n) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
@@ -209,6 +221,17 @@ inline void SelectKeep(float* r, const float* g, size_t len, float m, uint64_t* 
   sel[j / 64] = sw | (ts << (j % 64));
 }
 
+inline void NegativeBits(const float* g, size_t n, uint8_t* out) {
+  const __m128 zero = _mm_setzero_ps();
+  size_t b = 0;
+  for (; 8 * b + 8 <= n; ++b) {
+    const int lo = _mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(g + 8 * b), zero));
+    const int hi = _mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(g + 8 * b + 4), zero));
+    out[b] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+  if (8 * b < n) NegativeBitsScalar(g + 8 * b, n - 8 * b, out + b);
+}
+
 inline bool AnyHugeOrNonFinite(const float* g, size_t n) {
   const __m128i abs_mask = _mm_set1_epi32(0x7FFFFFFF);
   const __m128i bias = _mm_set1_epi32(0x01000000);
@@ -242,6 +265,7 @@ inline void SelectTernary(float* r, const float* g, size_t len, float m, float s
 inline void SelectKeep(float* r, const float* g, size_t len, float m, uint64_t* sel) {
   SelectKeepScalar(r, g, len, m, sel);
 }
+inline void NegativeBits(const float* g, size_t n, uint8_t* out) { NegativeBitsScalar(g, n, out); }
 
 #endif
 

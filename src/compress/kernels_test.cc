@@ -102,6 +102,21 @@ TEST(KernelsTest, SelectMatchesScalarTwin) {
   }
 }
 
+TEST(KernelsTest, NegativeBitsMatchesScalar) {
+  for (size_t n : {0, 1, 7, 8, 9, 16, 100, 1003}) {
+    auto g = testing::GradientLike(n, 9);
+    if (n > 2) g[2] = -0.0f;  // not negative
+    std::vector<uint8_t> a((n + 7) / 8, 0xAA), b((n + 7) / 8, 0x55);
+    NegativeBits(g.data(), n, a.data());
+    NegativeBitsScalar(g.data(), n, b.data());
+    EXPECT_EQ(a, b);
+    for (size_t j = 0; j < n; ++j) ASSERT_EQ((a[j / 8] >> (j % 8)) & 1, g[j] < 0.0f ? 1 : 0);
+    if (n % 8) {
+      EXPECT_EQ(a.back() >> (n % 8), 0);
+    }
+  }
+}
+
 TEST(KernelsTest, AnyHugeOrNonFinite) {
   const float big = std::ldexp(1.0f, 127);
   const float just_below = std::nextafter(big, 0.0f);

@@ -17,10 +17,14 @@ class ThresholdCompressor final : public Compressor {
     ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
     ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
     const size_t n = g_.size();
-    selected_.clear();
+    // Branch-free compaction into a scratch sized N, then trimmed.
+    selected_.resize(n);
+    size_t c = 0;
     for (size_t j = 0; j < n; ++j) {
-      if (std::fabs(g_[j]) >= tau_) selected_.push_back(static_cast<uint32_t>(j));
+      selected_[c] = static_cast<uint32_t>(j);
+      c += std::fabs(g_[j]) >= tau_;
     }
+    selected_.resize(c);
     wire::Params p;
     p.selected = selected_.size();
     p.scale = tau_;
@@ -34,7 +38,8 @@ class ThresholdCompressor final : public Compressor {
                           [&](size_t e) { return g_[selected_[e]] < 0.0f; });
     wire::FinishFrame(frame, start);
     residue_.swap(g_);
-    for (uint32_t j : selected_) residue_[j] = residue_[j] < 0.0f ? residue_[j] + tau_ : residue_[j] - tau_;
+    // R = G - sign(G) * tau (G != 0 here), branch-free.
+    for (uint32_t j : selected_) residue_[j] -= std::copysign(tau_, residue_[j]);
     if (stats) {
       *stats = CompressStats{};
       stats->elements = n;

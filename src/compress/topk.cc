@@ -1,8 +1,9 @@
 // The `topk` baseline: the k = max(1, ceil(density * N)) largest |G| per
 // tensor (ties: the lower index wins), sent as float32, with residue.
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <cmath>
-#include <numeric>
 
 #include "compress/common.h"
 #include "core/endian.h"
@@ -14,7 +15,7 @@ namespace {
 class TopKCompressor final : public Compressor {
  public:
   TopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
-      : Compressor(c, id, n), residue_(n, 0.0f), g_(n), order_(n) {
+      : Compressor(c, id, n), residue_(n, 0.0f), g_(n), abs_(n) {
     k_ = n == 0 ? 0
                 : std::min<uint64_t>(
                       n, std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(
@@ -27,15 +28,26 @@ class TopKCompressor final : public Compressor {
     ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
     const size_t n = g_.size();
     const size_t k = static_cast<size_t>(k_);
-    std::iota(order_.begin(), order_.end(), 0u);
     const float* g = g_.data();
-    auto before = [g](uint32_t a, uint32_t b) {
-      const float fa = std::fabs(g[a]), fb = std::fabs(g[b]);
-      return fa > fb || (fa == fb && a < b);
-    };
-    if (k < n) std::nth_element(order_.begin(), order_.begin() + k, order_.end(), before);
-    std::sort(order_.begin(), order_.begin() + k);
-    std::span<const uint32_t> sel(order_.data(), k);
+    // The k-th largest |G| is t: every |G| > t is selected, then the
+    // elements with |G| == t in index order until there are k (the order
+    // "larger |G| first, then lower index").
+    selected_.clear();
+    if (k > 0) {
+      // |G| as integer bits (exact order for finite floats, faster to select).
+      for (size_t j = 0; j < n; ++j) abs_[j] = std::bit_cast<uint32_t>(g[j]) & 0x7FFFFFFFu;
+      std::nth_element(abs_.begin(), abs_.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                       abs_.end(), std::greater<uint32_t>());
+      const uint32_t t = abs_[k - 1];
+      size_t above = 0;
+      for (size_t j = 0; j < n; ++j) above += (std::bit_cast<uint32_t>(g[j]) & 0x7FFFFFFFu) > t;
+      size_t ties = k - above;
+      for (size_t j = 0; j < n; ++j) {
+        const uint32_t a = std::bit_cast<uint32_t>(g[j]) & 0x7FFFFFFFu;
+        if (a > t || (a == t && ties > 0 && ties--)) selected_.push_back(static_cast<uint32_t>(j));
+      }
+    }
+    std::span<const uint32_t> sel(selected_);
 
     wire::Params p;
     p.selected = k;
@@ -71,7 +83,8 @@ class TopKCompressor final : public Compressor {
   uint64_t k_ = 0;
   std::vector<float> residue_;
   std::vector<float> g_;
-  std::vector<uint32_t> order_;
+  std::vector<uint32_t> abs_;       // scratch: |G| bits
+  std::vector<uint32_t> selected_;
   uint64_t step_ = 0;
 };
 

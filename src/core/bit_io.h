@@ -112,6 +112,16 @@ class BitReader {
 
  private:
   void Refill() {
+    if (end_ - p_ >= 8) {  // whole bytes that fit in the accumulator, at once
+      uint64_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= static_cast<uint64_t>(p_[i]) << (8 * i);
+      const int take = (64 - fill_) / 8;
+      if (take == 0) return;
+      acc_ |= (take == 8 ? word : word & ((uint64_t{1} << (8 * take)) - 1)) << fill_;
+      p_ += take;
+      fill_ += 8 * take;
+      return;
+    }
     while (fill_ <= 56 && p_ < end_) {
       acc_ |= static_cast<uint64_t>(*p_++) << fill_;
       fill_ += 8;

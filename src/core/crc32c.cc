@@ -2,6 +2,12 @@
 #include "core/crc32c.h"
 
 #include <array>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define ADACOMP_HAVE_CRC32_INSTRUCTION 1
+#endif
 
 #include "core/endian.h"
 
@@ -29,7 +35,42 @@ constexpr Tables kTables = MakeTables();
 
 }  // namespace
 
+#if defined(ADACOMP_HAVE_CRC32_INSTRUCTION)
+namespace {
+
+// The SSE4.2 crc32 instruction computes exactly this CRC (Castagnoli), 8
+// bytes per instruction: several GB/s in one stream, enough here.
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* data,
+                                                          size_t size) {
+  uint64_t c = ~crc;
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    c = _mm_crc32_u64(c, word);
+    data += 8;
+    size -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (size--) c32 = _mm_crc32_u8(c32, *data++);
+  return ~c32;
+}
+
+bool HaveCrc32Instruction() {
+  static const bool have = __builtin_cpu_supports("sse4.2");
+  return have;
+}
+
+}  // namespace
+#endif
+
 uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
+#if defined(ADACOMP_HAVE_CRC32_INSTRUCTION)
+  if (HaveCrc32Instruction()) return Crc32cHardware(crc, data, size);
+#endif
+  return Crc32cPortable(crc, data, size);
+}
+
+uint32_t Crc32cPortable(uint32_t crc, const uint8_t* data, size_t size) {
   uint32_t c = ~crc;
   while (size >= 8) {
     const uint32_t lo = LoadU32(data) ^ c;

@@ -45,6 +45,7 @@ TEST(Crc32cTest, MatchesBitwiseAndExtends) {
   for (size_t len : {0, 1, 7, 8, 9, 15, 16, 17, 63, 100, 1000}) {
     std::vector<uint8_t> part(d.begin(), d.begin() + len);
     EXPECT_EQ(Crc32c(part), SlowCrc(part)) << len;
+    EXPECT_EQ(Crc32cPortable(0, part.data(), part.size()), SlowCrc(part)) << len;
     for (size_t cut : {size_t{0}, len / 3, len}) {
       uint32_t c = Crc32cExtend(0, part.data(), cut);
       c = Crc32cExtend(c, part.data() + cut, len - cut);

@@ -128,7 +128,6 @@ std::string CheckParams(Codec codec, uint64_t elements, const Params& p) {
         if (!finite(p.scale) || std::signbit(p.scale)) {
           return "scale " + FloatText(p.scale) + " is not a finite non-negative number";
         }
-        if (p.selected > 0 && p.scale == 0.0f) return "scale is 0 but elements are selected";
       }
       return "";
     case Codec::kTopK:
@@ -355,6 +354,34 @@ struct AccumulateSink {
     if (t == 1) dst[i] += p.scale;
     if (t == 2) dst[i] -= p.scale;
   }
+};
+
+// One decoded entry of a sparse frame.
+struct Entry {
+  uint32_t index;
+  float value;
+};
+
+// Records the dequantized entries of a sparse frame.
+struct EntrySink {
+  Entry* out;
+  Codec codec;
+  Params p;
+  void Dense(uint64_t, float) {}
+  void Sparse(uint64_t j, uint32_t index, bool negative, uint32_t raw) {
+    float v;
+    if (codec == Codec::kTopK ||
+        (codec == Codec::kAdaComp && p.values == ValueMode::kFp32)) {
+      v = std::bit_cast<float>(raw);
+    } else if (codec == Codec::kAdaComp && p.values == ValueMode::kFp16) {
+      v = internal::HalfToFloat(static_cast<uint16_t>(raw));
+    } else {
+      v = negative ? -p.scale : p.scale;  // adacomp ternary, threshold
+    }
+    out[j] = Entry{index, v};
+  }
+  void Bit(uint64_t, int) {}
+  void Trit(uint64_t, uint8_t) {}
 };
 
 struct FrameSink {
@@ -855,6 +882,26 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
     return Status::InvalidArgument("destination holds " + std::to_string(dst.size()) +
                                    " elements but the frame carries " +
                                    std::to_string(h.elements));
+  }
+  if (wire::IsSparse(h.codec)) {
+    // One validating walk into a per-thread scratch of (index, value) pairs
+    // (its size, the selected count, was checked against the payload
+    // length), then the additions, prefetching ahead: the indices increase
+    // but jump, so dst would otherwise miss the cache on most entries.
+    thread_local std::vector<wire::Entry> scratch;
+    scratch.resize(p.selected);
+    wire::EntrySink collect{scratch.data(), h.codec, p};
+    ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, collect));
+    float* out = dst.data();
+    const wire::Entry* e = scratch.data();
+    const size_t count = scratch.size();
+    constexpr size_t kAhead = 16;
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kAhead < count) __builtin_prefetch(out + e[j + kAhead].index, 1);
+      out[e[j].index] += e[j].value;
+    }
+    if (info) *info = MakeInfo(h, p, 0);
+    return Status::OK();
   }
   wire::CountSink check;
   ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, check));

@@ -148,6 +148,59 @@ void Reseal(std::vector<uint8_t>* f) {
   internal::StoreU32(f->data() + end, internal::Crc32cExtend(0, f->data(), end));
 }
 
+// Random damage behind a valid checksum: the decoder must never crash or
+// write out of bounds (run under the sanitizers in CI), must leave dst alone
+// when it rejects, and any frame it accepts must re-encode to the same bytes
+// (every accepted frame is canonical).
+TEST(FrameTest, ResealedMutationsAreRejectedOrCanonical) {
+  std::mt19937 rng(2024);
+  size_t accepted = 0, rejected = 0;
+  for (const CodecConfig& cfg : AllConfigs()) {
+    for (size_t n : {1, 17, 300}) {
+      const auto frames = MakeFrames(cfg, n, 2);
+      for (int trial = 0; trial < 300; ++trial) {
+        std::vector<uint8_t> b = frames[1];
+        const int edits = 1 + static_cast<int>(rng() % 3);
+        for (int e = 0; e < edits; ++e) {
+          const size_t at = rng() % (b.size() - 4);
+          switch (rng() % 4) {
+            case 0:
+              b[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+              break;
+            case 1:
+              b[at] = static_cast<uint8_t>(rng());
+              break;
+            case 2:
+              b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng()));
+              break;
+            default:
+              if (b.size() > 5) b.erase(b.begin() + static_cast<std::ptrdiff_t>(at));
+              break;
+          }
+        }
+        Reseal(&b);
+        std::vector<float> dst(n, 7.0f);
+        FrameInfo info;
+        const Status s = DecodeAccumulate(b, dst, &info);
+        if (!s.ok()) {
+          ++rejected;
+          for (float v : dst) ASSERT_EQ(v, 7.0f);
+          continue;
+        }
+        ++accepted;
+        Frame f;
+        size_t used = 0;
+        ASSERT_TRUE(DecodeFrame(b, {}, &f, &used).ok());
+        std::vector<uint8_t> again;
+        ASSERT_TRUE(EncodeFrame(f, &again).ok());
+        ASSERT_EQ(again, std::vector<uint8_t>(b.begin(), b.begin() + used));
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_GT(accepted, 0u);  // e.g. a changed value or tensor id is still a valid frame
+}
+
 std::vector<uint8_t> Encode(const Frame& f) {
   std::vector<uint8_t> out;
   EXPECT_TRUE(EncodeFrame(f, &out).ok());

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "adacomp/mpi_communicator.h"
 #include "adacomp/trainer.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -33,6 +35,8 @@ struct TrainArgs {
   std::vector<std::string> inject_nan;
   bool quiet = false;
   CLI::Option* epochs_opt = nullptr;
+  CLI::Option* learners_opt = nullptr;
+  double mpi_timeout = 600;
 };
 
 std::string Fmt(double v, const char* f = "%.4g") {
@@ -113,6 +117,28 @@ int RunTrain(TrainArgs& a) {
     inj.tensor = t;
     o.inject_nan.push_back(inj);
   }
+  // Under mpirun: one learner per process over MPI; otherwise P threads here.
+  std::unique_ptr<Communicator> mpi;
+  if (LaunchedUnderMpi()) {
+#ifdef ADACOMP_HAVE_MPI_COMM
+    MpiOptions mo;
+    mo.timeout_seconds = a.mpi_timeout;
+    auto made = CreateMpiCommunicator(mo);
+    if (!made.ok()) return Fail(kCmd, kExitBadData, made.status().message());
+    mpi = std::move(made).value();
+    if (a.learners_opt->count() == 0) o.learners = mpi->size();
+    if (o.learners != mpi->size()) {
+      return Fail(kCmd, kExitBadUsage,
+                  "--learners " + std::to_string(o.learners) + " differs from the " +
+                      std::to_string(mpi->size()) + " MPI processes (one learner per process)");
+    }
+#else
+    return Fail(kCmd, kExitBadUsage,
+                "started by mpirun, but this adacomp was built without the MPI communicator");
+#endif
+  }
+  const bool rank0 = !mpi || mpi->rank() == 0;
+  if (!rank0) a.quiet = true;
   if (Status st = ValidateTrainOptions(o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
@@ -162,12 +188,13 @@ int RunTrain(TrainArgs& a) {
     std::fflush(stdout);
   };
 
-  auto result = Train(o);
+  auto result = mpi ? TrainLearner(o, *mpi) : Train(o);
   clear_progress();
   if (!result.ok()) {
     const Status& st = result.status();
     return Fail(kCmd, kExitBadData, st.message());
   }
+  if (!rank0) return kExitOk;
   const TrainSummary& s = *result;
   if (!a.summary_out.empty()) {
     std::ofstream out(a.summary_out);
@@ -240,7 +267,11 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--compressor", args->compressor,
                   "dense | adacomp | topk | threshold | onebit | terngrad")
       ->capture_default_str();
-  app->add_option("--learners,-P", o.learners, "number of learners P")->capture_default_str();
+  args->learners_opt =
+      app->add_option("--learners,-P", o.learners,
+                      "number of learners P (under mpirun: one per process, default the "
+                      "number of processes)")
+          ->capture_default_str();
   app->add_option("--batch-size,-B", o.batch_size, "global minibatch (a multiple of P)")
       ->capture_default_str();
   args->epochs_opt =
@@ -282,6 +313,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--hidden", o.hidden, "char-lstm hidden size")->capture_default_str();
   app->add_option("--embed", o.embed, "char-lstm embedding size")->capture_default_str();
   app->add_flag("--quiet,-q", args->quiet, "no progress lines");
+  app->add_option("--mpi-timeout", args->mpi_timeout,
+                  "under mpirun: seconds a collective waits for every rank")
+      ->capture_default_str();
   // Test hooks (hidden).
   app->add_option("--inject-nan", args->inject_nan,
                   "STEP:LEARNER:TENSOR: make that gradient non-finite (test hook)")
