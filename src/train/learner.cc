@@ -179,7 +179,7 @@ std::string ShortDouble(double v) {
 
 double DefaultLr(const std::string& model, const std::string& optimizer) {
   if (optimizer == "adam") return model == "char-lstm" ? 2e-3 : 1e-3;
-  if (model == "char-lstm") return 0.5;
+  if (model == "char-lstm") return 1.0;
   if (model == "fc-dnn") return 0.05;
   return 0.02;
 }

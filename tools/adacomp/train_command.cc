@@ -280,7 +280,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       ->excludes(args->epochs_opt);
   app->add_option("--optimizer", o.optimizer, "sgd (with momentum) | adam")->capture_default_str();
   app->add_option("--lr", o.lr, "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
-                                "0.5 char-lstm; adam 1e-3, 2e-3 char-lstm)");
+                                "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-decay-epochs", args->lr_decay_epochs,
