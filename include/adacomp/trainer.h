@@ -7,6 +7,10 @@
 // example MPI, one learner per process); both call the same per-learner loop,
 // so a run gives the same weights whichever way its learners are hosted.
 //
+// `adacomp train` uses Train(), or TrainLearner() over the MPI communicator
+// when mpirun started it; both end with the same weights for the same
+// options (the collectives sum in rank order either way).
+//
 // This header does not include LibTorch; the implementation (libadacomp_train)
 // does. Thread safety: Train() may be called from any thread; the callbacks
 // in TrainOptions are called from rank 0's learner thread only.
@@ -38,20 +42,20 @@ std::vector<std::string> ModelNames();  // mnist-cnn, cifar-cnn, fc-dnn, char-ls
 
 // Test hook: makes one learner's gradient of one tensor non-finite at a step.
 struct NanInjection {
-  int64_t step = 0;     // global step (0-based)
+  int64_t step = 0;  // global step (0-based)
   int learner = 0;
-  int tensor = 0;       // parameter index in model order
+  int tensor = 0;  // parameter index in model order
 };
 
 // One logged step, as written to --metrics-out (all learners together).
 struct StepMetrics {
-  int64_t step = 0;       // 1-based count of steps done
-  int64_t epoch = 0;      // 0-based epoch of this step
-  double loss = 0;        // mean training loss over the global minibatch
+  int64_t step = 0;   // 1-based count of steps done
+  int64_t epoch = 0;  // 0-based epoch of this step
+  double loss = 0;    // mean training loss over the global minibatch
   double lr = 0;
-  bool skipped = false;   // non-finite gradient: step skipped everywhere
-  uint64_t bytes_sent = 0;         // wire bytes of all learners this step
-  uint64_t dense_bytes = 0;        // 4 x elements x learners
+  bool skipped = false;      // non-finite gradient: step skipped everywhere
+  uint64_t bytes_sent = 0;   // wire bytes of all learners this step
+  uint64_t dense_bytes = 0;  // 4 x elements x learners
   // Compression rate (32-bit bytes / bytes sent) per layer type and end to
   // end, this step; nullopt where the model has no such layer.
   std::optional<double> rate[kLayerTypeCount];
@@ -70,7 +74,7 @@ struct EpochMetrics {
   int64_t epoch = 0;  // 0-based
   int64_t step = 0;   // steps done at the end of the epoch
   double test_accuracy = 0;
-  double test_loss = 0;  // mean cross entropy per example (per character for char-lstm)
+  double test_loss = 0;   // mean cross entropy per example (per character for char-lstm)
   double train_loss = 0;  // mean training loss over the epoch's steps
   std::optional<double> rate[kLayerTypeCount];  // over the epoch
   double end_to_end_rate = 0;
@@ -79,13 +83,13 @@ struct EpochMetrics {
 
 struct TrainOptions {
   std::string model = "mnist-cnn";
-  std::string data_dir;  // "" = the model's default data
-  CodecConfig codec;     // codec, values, density, tau, seed; bin_size see below
+  std::string data_dir;   // "" = the model's default data
+  CodecConfig codec;      // codec, values, density, tau, seed; bin_size see below
   uint32_t bin_size = 0;  // 0 = per layer type (DefaultBinSize); else all tensors
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
-  int64_t steps = 0;  // > 0: run exactly this many steps (overrides epochs)
+  int64_t steps = 0;              // > 0: run exactly this many steps (overrides epochs)
   std::string optimizer = "sgd";  // sgd | adam
   double lr = 0;                  // 0 = the model's default
   double momentum = 0.9;
@@ -94,7 +98,7 @@ struct TrainOptions {
   std::vector<int64_t> lr_decay_epochs;  // multiply lr by lr_decay_factor at each
   double lr_decay_factor = 0.1;
   uint64_t seed = 1;
-  int threads = 0;  // learners computing at once in-process; 0 = hardware cores
+  int threads = 0;          // learners computing at once in-process; 0 = hardware cores
   int64_t train_limit = 0;  // > 0: use only the first N training examples
   int64_t test_limit = 0;   // > 0: evaluate on the first N test examples
   int64_t eval_every = 0;   // > 0: also evaluate every N steps
@@ -123,7 +127,7 @@ struct TrainSummary {
   std::string model, data, compressor, optimizer, values;
   int learners = 0;
   int64_t batch_size = 0;
-  int64_t steps = 0;          // steps done (skipped included)
+  int64_t steps = 0;  // steps done (skipped included)
   int64_t skipped_steps = 0;
   int64_t resumed_from_step = -1;
   double epochs = 0;
@@ -135,18 +139,18 @@ struct TrainSummary {
   int64_t tensors = 0;
   int64_t train_examples = 0, test_examples = 0;
   double test_accuracy = 0;
-  double test_loss = 0;          // per example (per char for char-lstm)
-  double final_train_loss = 0;   // mean loss of the last logged window
+  double test_loss = 0;                         // per example (per char for char-lstm)
+  double final_train_loss = 0;                  // mean loss of the last logged window
   std::optional<double> rate[kLayerTypeCount];  // over all learners and steps
   double end_to_end_rate = 0;
   uint64_t bytes_sent = 0, dense_bytes = 0;
   std::optional<double> selected_per_bin[kLayerTypeCount];
   double wall_seconds = 0;
   // Per-learner means of the time split, seconds over the whole run.
-  double compute_seconds = 0, compress_seconds = 0, communicate_seconds = 0,
-         decompress_seconds = 0, update_seconds = 0;
+  double compute_seconds = 0, compress_seconds = 0, communicate_seconds = 0, decompress_seconds = 0,
+         update_seconds = 0;
   double seconds_per_step = 0;
-  std::string weights_sha256;                 // rank 0's final weights
+  std::string weights_sha256;                       // rank 0's final weights
   std::vector<std::string> learner_weights_sha256;  // every learner's
   bool replicas_identical = false;
   // SHA-256 of every learner's compressor states and optimizer state.

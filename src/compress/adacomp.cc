@@ -1,25 +1,35 @@
 // AdaComp (SPEC section 2): adaptive residual gradient compression.
 //
-// Two streaming passes per step, both vectorized:
-//   pass A (read only): gmax_i = max |R + dW| per bin; it also notices any
-//           G = R + dW that is not finite (a NaN/Inf in dW, or an overflow),
-//           so a bad gradient is rejected before anything changes;
+// Fast path (docs/performance.md), when the gradient is finite and no sum
+// R + dW can overflow (|dW| and the tracked bound on |R| both below 2^126):
+//   check pass over dW (read only; CheckGradient, which also gives max |dW|);
+//   one fused pass, bin by bin with the bin in L1 (compress/fused.h): gmax_i
+//           = max |R + dW|, R = G = R + dW, select iff |G + dW| >= gmax_i and
+//           G != 0, compaction of the selected (index, G) into scratch arrays,
+//           branch-free and 8 lanes at a time with AVX2;
 //   scale s = mean of gmax_i over all bins;
-//   pass B, bin by bin: G = R + dW, H = G + dW, select iff |H| >= gmax_i and
-//           G != 0, R = G - Gq (branch-free, one selection bit and one sign
-//           bit per element, compress/kernels.h); then the bin's bit words,
-//           while the bin is still in L1, give the selected indices and signs
-//           (and values, fp modes).
-// The frame is written from those arrays. No allocation once the buffers have
-// grown, no random access into R. The results are bit-identical to the plain
-// definition (the scalar reference in adacomp_test.cc checks it).
+//   ternary: R = G - sign(G) s at the selected indices is deferred: the
+//           selected indices and s are kept, and the next step's fused pass
+//           applies the correction to each bin just before reading it (in
+//           L1), so no extra sparse pass touches memory; residue(),
+//           SaveState() and the two-pass path apply the pending corrections
+//           first (Materialize). fp modes need no s and do theirs per chunk
+//           while it is in cache.
+// Nothing is written before the check pass has accepted dW, so a rejected
+// gradient leaves the state unchanged. Otherwise (values near the float
+// range) the two-pass path runs: pass A (read only) computes the maxima and
+// notices any non-finite G, pass B selects and updates (compress/kernels.h).
+// No allocation once the buffers have grown. The results are bit-identical
+// to the plain definition (the scalar reference in adacomp_test.cc checks it).
 #include <algorithm>
+#include <cassert>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "compress/common.h"
+#include "compress/fused.h"
 #include "compress/kernels.h"
 #include "core/endian.h"
 #include "core/half.h"
@@ -36,11 +46,159 @@ class AdaCompCompressor final : public Compressor {
         residue_(n, 0.0f),
         gmax_(n == 0 ? 0 : (n - 1) / c.bin_size + 1),
         sel_words_((std::min<uint64_t>(n, c.bin_size) + 63) / 64, 0),
-        neg_words_(sel_words_.size(), 0) {}
+        neg_words_(sel_words_.size(), 0),
+        fused_(BestFusedSelect()) {}
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
-    if (grad.size() != elements()) return CheckGradient(grad, elements());
+    float max_dw = 0.0f;
+    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements(), &max_dw));
+    if (max_dw < kSafeBound && residue_bound_ < kSafeBound) return CompressFast(grad, frame, stats);
+    return CompressTwoPass(grad, frame, stats);
+  }
+
+  std::span<const float> residue() const override {
+    Materialize();
+    return residue_;
+  }
+
+  std::vector<uint8_t> SaveState() const override {
+    Materialize();
+    return SaveStateBytes(Codec::kAdaComp, config().values, elements(), step_, residue_);
+  }
+  Status LoadState(std::span<const uint8_t> state) override {
+    Materialize();  // on error the state stays as it was, corrections applied
+    ADACOMP_RETURN_IF_ERROR(
+        LoadStateBytes(state, Codec::kAdaComp, config().values, elements(), &step_, residue_));
+    residue_bound_ = MaxAbs(residue_);
+    return Status::OK();
+  }
+
+ private:
+  // Below this, |R| + |dW| cannot overflow float32 (2^126 + 2^126 = 2^127).
+  static constexpr float kSafeBound = 0x1p126f;
+  // Bins per call of the fused kernel (about 64K elements): the scratch
+  // arrays are grown before each call to hold every element of the call.
+  size_t BinsPerChunk() const { return std::max<size_t>(1, (size_t{1} << 16) / bin_size_); }
+
+  // Applies the deferred corrections of the last step (see the top).
+  void Materialize() const {
+    float* r = residue_.data();
+    for (size_t e = 0; e < pending_count_; ++e) {
+      const uint32_t j = pending_[e];
+      r[j] = ApplyScale(r[j], pending_scale_);
+    }
+    pending_count_ = 0;
+  }
+
+  Status CompressFast(std::span<const float> grad, std::vector<uint8_t>* frame,
+                      CompressStats* stats) {
+    const size_t n = residue_.size();
+    const size_t bins = gmax_.size();
+    float* r = residue_.data();
+    const float* g = grad.data();
+    const ValueMode mode = config().values;
+    CompressStats st;
+    st.elements = n;
+    st.bins = bins;
+    const size_t per_chunk = BinsPerChunk();
+    size_t count = 0;
+    const uint32_t* pend = pending_.data();
+    const uint32_t* const pend_end = pend + pending_count_;
+    for (size_t b = 0; b < bins; b += per_chunk) {
+      const size_t last = std::min(bins, b + per_chunk);
+      const size_t span = std::min(n, last * bin_size_) - b * bin_size_;
+      if (idx_.size() < count + span + 8) {
+        const size_t want = std::max(idx_.size() * 2, count + span + 8);
+        idx_.resize(want);
+        val_.resize(want);
+      }
+      const size_t added =
+          fused_(r, g, n, bin_size_, b, last, &pend, pend_end, pending_scale_, gmax_.data(),
+                 idx_.data() + count, val_.data() + count, st.bin_histogram.data());
+      if (mode != ValueMode::kTernary) {
+        // fp modes: send G rounded to the value type, keep the rounding
+        // error (the chunk is still in cache).
+        for (size_t e = count; e < count + added; ++e) {
+          const float gj = val_[e];
+          float q = gj;
+          if (mode == ValueMode::kFp16) {
+            q = HalfToFloat(FloatToHalf(std::clamp(gj, -kHalfMax, kHalfMax)));
+          }
+          val_[e] = q;
+          r[idx_[e]] = gj - q;
+        }
+      }
+      count += added;
+    }
+    double gmax_sum = 0.0;
+    float gmax_top = 0.0f;
+    for (size_t b = 0; b < bins; ++b) {
+      gmax_sum += gmax_[b];
+      gmax_top = std::max(gmax_top, gmax_[b]);
+    }
+    const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.0f;
+    assert(pend == pend_end);
+    pending_count_ = 0;
+    residue_bound_ = NextBound(gmax_top, scale);
+    const std::span<const uint32_t> selected(idx_.data(), count);
+    const Status written =
+        WriteFrame(selected, [&](size_t e) { return std::signbit(val_[e]); },
+                   [&](size_t e) { return val_[e]; }, scale, st, frame, stats);
+    if (mode == ValueMode::kTernary) {
+      // R = G - sign(G) s at the selected elements, deferred to the next
+      // pass (R holds G there now).
+      idx_.swap(pending_);
+      pending_count_ = count;
+      pending_scale_ = scale;
+    }
+    return written;
+  }
+
+  // |R| after a step is at most max gmax + s (selected: |G - sign(G) s|; fp
+  // modes: at most |G|), with room for rounding.
+  static float NextBound(float gmax_top, float scale) {
+    return 1.25f * (gmax_top + scale);
+  }
+
+  // Appends the frame of this step's selection.
+  template <typename NegFn, typename ValFn>
+  Status WriteFrame(std::span<const uint32_t> selected, NegFn negative, ValFn value, float scale,
+                    CompressStats& st, std::vector<uint8_t>* frame, CompressStats* stats) {
+    const ValueMode mode = config().values;
+    const size_t n = residue_.size();
+    const size_t count = selected.size();
+    wire::Params p;
+    p.values = mode;
+    p.bin_size = static_cast<uint32_t>(bin_size_);
+    p.selected = count;
+    p.code = wire::ChooseIndexCode(selected);
+    p.scale = mode == ValueMode::kTernary ? scale : 0.0f;
+    const bool signs = mode == ValueMode::kTernary;
+    const int vb = mode == ValueMode::kFp16 ? 2 : mode == ValueMode::kFp32 ? 4 : 0;
+    const uint64_t code_bits = wire::IndexCodeBits(selected, p.code);
+    const size_t payload = wire::SparsePayloadBytes(count, code_bits, signs, vb);
+    const size_t start = frame->size();
+    const size_t at = wire::BeginFrame(frame, Codec::kAdaComp, tensor_id(), n, p, payload);
+    uint8_t* dst = frame->data() + at;
+    if (vb == 4) {
+      for (size_t e = 0; e < count; ++e) StoreF32(dst + 4 * e, value(e));
+    } else if (vb == 2) {
+      for (size_t e = 0; e < count; ++e) StoreU16(dst + 2 * e, FloatToHalf(value(e)));
+    }
+    wire::WriteSparseBits(dst + count * vb, dst + payload, selected, p.code, signs, negative);
+    wire::FinishFrame(frame, start);
+    ++step_;
+    st.selected = count;
+    st.frame_bytes = frame->size() - start;
+    if (stats) *stats = st;
+    return Status::OK();
+  }
+
+  // The two-pass path: pass A checks every G before anything is written.
+  Status CompressTwoPass(std::span<const float> grad, std::vector<uint8_t>* frame,
+                         CompressStats* stats) {
+    Materialize();
     const size_t n = residue_.size();
     const size_t bins = gmax_.size();
     float* r = residue_.data();
@@ -81,46 +239,13 @@ class AdaCompCompressor final : public Compressor {
       AddToHistogram(&st.bin_histogram, selected_.size() - before);
     }
 
-    // Frame.
-    const size_t count = selected_.size();
-    wire::Params p;
-    p.values = mode;
-    p.bin_size = static_cast<uint32_t>(bin_size_);
-    p.selected = count;
-    p.code = wire::ChooseIndexCode(selected_);
-    p.scale = mode == ValueMode::kTernary ? scale : 0.0f;
-    const bool signs = mode == ValueMode::kTernary;
-    const int vb = mode == ValueMode::kFp16 ? 2 : mode == ValueMode::kFp32 ? 4 : 0;
-    const uint64_t code_bits = wire::IndexCodeBits(selected_, p.code);
-    const size_t payload = wire::SparsePayloadBytes(count, code_bits, signs, vb);
-    const size_t start = frame->size();
-    const size_t at = wire::BeginFrame(frame, Codec::kAdaComp, tensor_id(), n, p, payload);
-    uint8_t* dst = frame->data() + at;
-    if (vb == 4) {
-      for (size_t e = 0; e < count; ++e) StoreF32(dst + 4 * e, values_[e]);
-    } else if (vb == 2) {
-      for (size_t e = 0; e < count; ++e) StoreU16(dst + 2 * e, FloatToHalf(values_[e]));
-    }
-    wire::WriteSparseBits(dst + count * vb, dst + payload, selected_, p.code, signs,
-                          [&](size_t e) { return negative_[e] != 0; });
-    wire::FinishFrame(frame, start);
-    ++step_;
-    st.selected = count;
-    st.frame_bytes = frame->size() - start;
-    if (stats) *stats = st;
-    return Status::OK();
+    float gmax_top = 0.0f;
+    for (size_t b = 0; b < bins; ++b) gmax_top = std::max(gmax_top, gmax_[b]);
+    residue_bound_ = NextBound(gmax_top, scale);
+    return WriteFrame(selected_, [&](size_t e) { return negative_[e] != 0; },
+                      [&](size_t e) { return values_[e]; }, scale, st, frame, stats);
   }
 
-  std::span<const float> residue() const override { return residue_; }
-
-  std::vector<uint8_t> SaveState() const override {
-    return SaveStateBytes(Codec::kAdaComp, config().values, elements(), step_, residue_);
-  }
-  Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kAdaComp, config().values, elements(), &step_, residue_);
-  }
-
- private:
   // Appends the bin's selected indices (and signs, or values) from the
   // selection words; fp modes also subtract the sent value from r (the bin
   // is still in L1).
@@ -164,13 +289,21 @@ class AdaCompCompressor final : public Compressor {
   }
 
   size_t bin_size_;
-  std::vector<float> residue_;
+  // Mutable: residue() and SaveState() apply the pending corrections.
+  mutable std::vector<float> residue_;
   std::vector<float> gmax_;
   std::vector<uint64_t> sel_words_;  // one bin's selection bits
   std::vector<uint64_t> neg_words_;  // one bin's sign bits (ternary)
   std::vector<uint32_t> selected_;  // this step's selected indices
   std::vector<uint8_t> negative_;   // ternary: their signs
   std::vector<float> values_;       // fp modes: their sent values (as float)
+  FusedSelectFn fused_;             // fast path kernel
+  std::vector<uint32_t> idx_;       // fast path: selected indices (+ slack)
+  std::vector<float> val_;          // fast path: their G (fp modes: sent value)
+  float residue_bound_ = 0.0f;      // >= max |R| (exact after LoadState)
+  std::vector<uint32_t> pending_;   // ternary: last step's selected indices (+ slack)
+  mutable size_t pending_count_ = 0;  // how many of them still need R = G - sign(G) s
+  float pending_scale_ = 0.0f;        // that step's s
   uint64_t step_ = 0;
 };
 

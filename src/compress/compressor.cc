@@ -9,6 +9,7 @@
 #include "compress/common.h"
 #include "core/crc32c.h"
 #include "core/endian.h"
+#include "core/simd.h"
 #include "wire/frame.h"
 
 namespace adacomp {
@@ -142,21 +143,7 @@ std::optional<size_t> FindNonFinite(std::span<const float> values) {
 
 namespace internal {
 
-uint32_t MaxAbsBits(const float* v, size_t n) {
-  // Four independent accumulators keep the reduction vector-friendly.
-  int32_t m0 = 0, m1 = 0, m2 = 0, m3 = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    m0 = std::max(m0, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
-    m1 = std::max(m1, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 1]) & 0x7FFFFFFFu));
-    m2 = std::max(m2, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 2]) & 0x7FFFFFFFu));
-    m3 = std::max(m3, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i + 3]) & 0x7FFFFFFFu));
-  }
-  for (; i < n; ++i) {
-    m0 = std::max(m0, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
-  }
-  return static_cast<uint32_t>(std::max(std::max(m0, m1), std::max(m2, m3)));
-}
+uint32_t MaxAbsBits(const float* v, size_t n) { return MaxAbsBitsFast(v, n); }
 
 Status CheckGradient(std::span<const float> grad, uint64_t elements, float* max_abs) {
   if (grad.size() != elements) {

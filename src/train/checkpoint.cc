@@ -73,7 +73,8 @@ Result<CheckpointView> CheckpointView::Parse(std::span<const uint8_t> image,
   if (image.size() < kHeader + kTrailer) {
     return bad("truncated (" + std::to_string(image.size()) + " bytes, less than a header)");
   }
-  if (std::memcmp(image.data(), kMagic, 8) != 0) return bad("not an adacomp checkpoint (bad magic)");
+  if (std::memcmp(image.data(), kMagic, 8) != 0)
+    return bad("not an adacomp checkpoint (bad magic)");
   uint32_t version = static_cast<uint32_t>(GetLe(image.data() + 8, 4));
   if (version != kVersion) {
     return bad("checkpoint format version " + std::to_string(version) + " is not supported");
@@ -173,7 +174,8 @@ Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": cannot open");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   if (in.bad()) return Status::IOError(path + ": read error");
   return bytes;
 }

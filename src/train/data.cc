@@ -50,7 +50,8 @@ Status ParseIdx(const std::vector<uint8_t>& bytes, int expected_rank, const std:
                               " bytes, too short for an IDX header");
   }
   if (bytes[0] != 0 || bytes[1] != 0) {
-    return Status::Corruption(path + ": not an IDX file (magic does not start with two zero bytes)");
+    return Status::Corruption(path +
+                              ": not an IDX file (magic does not start with two zero bytes)");
   }
   if (bytes[2] != 0x08) {
     return Status::Corruption(path + ": IDX element type 0x" + ToHexByte(bytes[2]) +
@@ -95,8 +96,6 @@ Status ParseIdx(const std::vector<uint8_t>& bytes, int expected_rank, const std:
   data->assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return Status::OK();
 }
-
-
 
 Result<ImageSet> ReadIdxPair(const std::string& images_path, const std::string& labels_path) {
   ADACOMP_ASSIGN_OR_RETURN(auto image_bytes, ReadMaybeGzip(images_path));

@@ -156,14 +156,14 @@ TEST(Cifar, MalformedBatches) {
   auto b = CifarRecords(2, 0);
   b.pop_back();
   WriteBytes(dir.Path("data_batch_3.bin"), b, false);
-  ExpectError(LoadCifarDir(dir.Path(), true).status(), StatusCode::kCorruption,
-              "data_batch_3.bin", "3073-byte");
+  ExpectError(LoadCifarDir(dir.Path(), true).status(), StatusCode::kCorruption, "data_batch_3.bin",
+              "3073-byte");
   // A bad label.
   b = CifarRecords(2, 0);
   b[3073] = 10;
   WriteBytes(dir.Path("data_batch_3.bin"), b, false);
-  ExpectError(LoadCifarDir(dir.Path(), true).status(), StatusCode::kCorruption,
-              "data_batch_3.bin", "record 1 has label 10");
+  ExpectError(LoadCifarDir(dir.Path(), true).status(), StatusCode::kCorruption, "data_batch_3.bin",
+              "record 1 has label 10");
 }
 
 TEST(Pad, PadsAndRepeatsChannels) {

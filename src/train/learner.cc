@@ -99,8 +99,8 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
         d->description += "-32x32x3";
         d->notes.push_back(
             "cifar-cnn: no CIFAR-10 batches given (--data-dir DIR with data_batch_1.bin): "
-            "training on " + d->description +
-            " (28x28 images padded to 32x32, repeated over 3 channels)");
+            "training on " +
+            d->description + " (28x28 images padded to 32x32, repeated over 3 channels)");
       }
     }
     d->train_count = d->train.count;
@@ -198,8 +198,9 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
                std::to_string(o.learners));
   }
   if (o.batch_size % o.learners != 0) {
-    return bad("--batch-size " + std::to_string(o.batch_size) + " is not a multiple of --learners " +
-               std::to_string(o.learners) + " (every learner takes an equal shard)");
+    return bad("--batch-size " + std::to_string(o.batch_size) +
+               " is not a multiple of --learners " + std::to_string(o.learners) +
+               " (every learner takes an equal shard)");
   }
   if (o.steps < 0) return bad("--steps must be >= 0");
   if (o.steps == 0 && o.epochs < 1) return bad("--epochs must be >= 1");
@@ -356,7 +357,11 @@ struct Timing {
 class Learner {
  public:
   Learner(const TrainOptions& o, Communicator& comm, std::shared_ptr<const Data> data, Gate* gate)
-      : o_(o), comm_(comm), data_(std::move(data)), gate_(gate), rank_(comm.rank()),
+      : o_(o),
+        comm_(comm),
+        data_(std::move(data)),
+        gate_(gate),
+        rank_(comm.rank()),
         p_(comm.size()) {}
 
   Result<TrainSummary> Run();
@@ -403,7 +408,7 @@ class Learner {
   std::vector<uint32_t> bin_sizes_;
   std::vector<size_t> offsets_;  // of each tensor in the flat gradient buffer
   size_t total_elements_ = 0;
-  std::vector<float> agg_;       // the averaged gradient, flat
+  std::vector<float> agg_;  // the averaged gradient, flat
   std::vector<torch::Tensor> agg_views_;
   std::vector<torch::Tensor> buf1_, buf2_;  // momentum / Adam moments
   int64_t adam_step_ = 0;
@@ -474,8 +479,8 @@ Status Learner::Setup() {
   }
   agg_.assign(total_elements_, 0.0f);
   for (size_t t = 0; t < model_.params.size(); ++t) {
-    agg_views_.push_back(torch::from_blob(agg_.data() + offsets_[t], model_.params[t].tensor.sizes(),
-                                          torch::kFloat32));
+    agg_views_.push_back(torch::from_blob(agg_.data() + offsets_[t],
+                                          model_.params[t].tensor.sizes(), torch::kFloat32));
   }
   steps_per_epoch_ = data_->train_count / o_.batch_size;
   if (steps_per_epoch_ < 1) {
@@ -629,8 +634,8 @@ Status Learner::SaveCheckpoint() {
     loss.Put(epoch_loss_sum_);
     loss.Put(epoch_loss_count_);
     b.Add("epoch_loss", loss.bytes);
-    write_status = SaveCheckpointFile(o_.checkpoint_dir, steps_done_, b.Serialize(),
-                                      o_.keep_checkpoints);
+    write_status =
+        SaveCheckpointFile(o_.checkpoint_dir, steps_done_, b.Serialize(), o_.keep_checkpoints);
     ok = write_status.ok() ? 1 : 0;
   }
   ADACOMP_RETURN_IF_ERROR(comm_.Broadcast(std::span<uint8_t>(&ok, 1), 0));
@@ -710,9 +715,9 @@ Status Learner::Resume() {
   for (auto& c : compressors_) {
     std::span<const uint8_t> state;
     ADACOMP_RETURN_IF_ERROR(r.GetBytes(&state));
-    ADACOMP_RETURN_IF_ERROR(c->LoadState(state).WithContext(
-        "checkpoint: learner " + std::to_string(rank_) + " tensor " +
-        std::to_string(c->tensor_id())));
+    ADACOMP_RETURN_IF_ERROR(c->LoadState(state).WithContext("checkpoint: learner " +
+                                                            std::to_string(rank_) + " tensor " +
+                                                            std::to_string(c->tensor_id())));
   }
   ADACOMP_ASSIGN_OR_RETURN(auto run_totals, view.Get("totals/run"));
   ADACOMP_RETURN_IF_ERROR(ReadTotals(run_totals, "checkpoint totals", &run_totals_));
@@ -793,8 +798,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
         }
       }
       auto g = p.tensor.grad();
-      if (FindNonFinite(std::span<const float>(g.data_ptr<float>(),
-                                               static_cast<size_t>(g.numel())))) {
+      if (FindNonFinite(
+              std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())))) {
         bad_tensor = static_cast<int32_t>(k);
         break;
       }
@@ -815,7 +820,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   double loss_sum = 0;
   for (int r = 0; r < p_; ++r) {
     auto s = statuses.rank(r);
-    if (s.size() != 16) return Status::Internal("learner " + std::to_string(r) + " sent a bad status");
+    if (s.size() != 16)
+      return Status::Internal("learner " + std::to_string(r) + " sent a bad status");
     int32_t bt;
     double lv;
     std::memcpy(&bt, s.data(), 4);
@@ -841,10 +847,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
             "): step skipped on every learner (" + std::to_string(consecutive_bad_) +
             " in a row; the run stops at " + std::to_string(o_.max_bad_steps) + ")");
     if (consecutive_bad_ >= o_.max_bad_steps) {
-      return Status::InvalidArgument(
-          "stopping: " + std::to_string(consecutive_bad_) +
-          " consecutive steps with non-finite gradients (last at step " +
-          std::to_string(step + 1) + ": " + where + "); lower --lr or check the data");
+      return Status::InvalidArgument("stopping: " + std::to_string(consecutive_bad_) +
+                                     " consecutive steps with non-finite gradients (last at step " +
+                                     std::to_string(step + 1) + ": " + where +
+                                     "); lower --lr or check the data");
     }
     m->step_seconds = Since(step_start);
     return Status::OK();
@@ -887,8 +893,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       for (size_t k = 0; k < n_tensors; ++k) {
         auto g = model_.params[k].tensor.grad();
         Status st = compressors_[k]->Compress(
-            std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())),
-            &message_);
+            std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())), &message_);
         if (!st.ok()) return st.WithContext("compressing " + model_.params[k].name);
       }
       t.compress = Since(t2);
@@ -925,8 +930,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
         step_totals.dense[type] += static_cast<uint64_t>(prm.elements) * 4;
         step_totals.selected[type] += info.selected;
         if (adacomp) {
-          step_totals.bins[type] += (static_cast<uint64_t>(prm.elements) + bin_sizes_[k] - 1) /
-                                    bin_sizes_[k];
+          step_totals.bins[type] +=
+              (static_cast<uint64_t>(prm.elements) + bin_sizes_[k] - 1) / bin_sizes_[k];
         }
       }
     }
@@ -1081,8 +1086,8 @@ Result<TrainSummary> Learner::Run() {
       }
       evaluated_at_end = true;
     }
-    if (checkpoints &&
-        (epoch_end || last || (o_.checkpoint_every > 0 && steps_done_ % o_.checkpoint_every == 0))) {
+    if (checkpoints && (epoch_end || last ||
+                        (o_.checkpoint_every > 0 && steps_done_ % o_.checkpoint_every == 0))) {
       ADACOMP_RETURN_IF_ERROR(SaveCheckpoint());
     }
     if (o_.stop_after_steps > 0 && steps_done_ >= o_.stop_after_steps && !last) {
@@ -1193,8 +1198,8 @@ Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
     }
     return result;
   } catch (const std::exception& e) {
-    Status st = Status::Internal(std::string("learner ") + std::to_string(comm.rank()) +
-                                 ": " + e.what());
+    Status st =
+        Status::Internal(std::string("learner ") + std::to_string(comm.rank()) + ": " + e.what());
     comm.Abort(st);
     return st;
   }
@@ -1222,8 +1227,8 @@ Result<TrainSummary> Train(const TrainOptions& options) {
   std::vector<std::thread> threads;
   for (int r = 0; r < o.learners; ++r) {
     threads.emplace_back([&, r] {
-      results[static_cast<size_t>(r)] = train::RunLearner(o, *group[static_cast<size_t>(r)], data,
-                                                          &gate);
+      results[static_cast<size_t>(r)] =
+          train::RunLearner(o, *group[static_cast<size_t>(r)], data, &gate);
     });
   }
   for (auto& t : threads) t.join();

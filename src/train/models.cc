@@ -32,8 +32,8 @@ class MnistCnn : public Net {
 class CifarCnn : public Net {
  public:
   explicit CifarCnn(const ModelShape& s)
-      : conv1_(register_module("conv1",
-                               nn::Conv2d(nn::Conv2dOptions(s.channels, 32, 5).padding(2)))),
+      : conv1_(
+            register_module("conv1", nn::Conv2d(nn::Conv2dOptions(s.channels, 32, 5).padding(2)))),
         conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 32, 5).padding(2)))),
         conv3_(register_module("conv3", nn::Conv2d(nn::Conv2dOptions(32, 64, 5).padding(2)))),
         fc1_(register_module("fc1", nn::Linear(64 * (s.height / 8) * (s.width / 8), 64))),
@@ -56,8 +56,8 @@ class FcDnn : public Net {
   explicit FcDnn(const ModelShape& s) {
     std::vector<int64_t> sizes = {s.channels * s.height * s.width, 512, 512, 256, s.classes};
     for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-      layers_.push_back(register_module("fc" + std::to_string(i + 1),
-                                        nn::Linear(sizes[i], sizes[i + 1])));
+      layers_.push_back(
+          register_module("fc" + std::to_string(i + 1), nn::Linear(sizes[i], sizes[i + 1])));
     }
   }
   torch::Tensor Forward(const torch::Tensor& x) override {

@@ -38,7 +38,7 @@ struct Param {
   LayerType type;
   torch::Tensor tensor;  // the parameter (requires grad)
   int64_t elements;
-  float init_bound;      // uniform(-b, b); b < 0 means normal(0, 1)
+  float init_bound;  // uniform(-b, b); b < 0 means normal(0, 1)
 };
 
 struct Model {

@@ -19,7 +19,8 @@ class TempDir {
   explicit TempDir(const std::string& tag) {
     auto base = std::filesystem::temp_directory_path();
     for (int i = 0;; ++i) {
-      path_ = base / ("adacomp-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(i));
+      path_ =
+          base / ("adacomp-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(i));
       if (std::filesystem::create_directory(path_)) break;
     }
   }
@@ -42,7 +43,8 @@ inline void WriteBytes(const std::string& path, const std::vector<uint8_t>& byte
     gzclose(f);
   } else {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
   }
 }
 

@@ -1,6 +1,5 @@
 // The torch-free parts of adacomp/trainer.h: names, defaults, JSON output.
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "adacomp/trainer.h"
@@ -17,7 +16,8 @@ json Opt(const std::optional<double>& v) {
 
 json Rates(const std::optional<double> (&rate)[kLayerTypeCount], double end_to_end) {
   json r = json::object();
-  for (int t = 0; t < kLayerTypeCount; ++t) r[LayerTypeName(static_cast<LayerType>(t))] = Opt(rate[t]);
+  for (int t = 0; t < kLayerTypeCount; ++t)
+    r[LayerTypeName(static_cast<LayerType>(t))] = Opt(rate[t]);
   r["end_to_end"] = std::isfinite(end_to_end) ? json(end_to_end) : json(nullptr);
   return r;
 }
@@ -59,7 +59,7 @@ std::string StepMetrics::ToJson() const {
   j["dense_bytes"] = dense_bytes;
   j["compression_rate"] = Rates(rate, end_to_end_rate);
   j["selected_per_bin"] = PerType(selected_per_bin);
-  j["time"] = {{"compute", compute_s},       {"compress", compress_s},
+  j["time"] = {{"compute", compute_s},         {"compress", compress_s},
                {"communicate", communicate_s}, {"decompress", decompress_s},
                {"update", update_s},           {"step", step_seconds}};
   j["elapsed_seconds"] = elapsed_seconds;

@@ -232,8 +232,7 @@ TEST_F(TrainerTest, TooManyConsecutiveBadStepsStopTheRun) {
   o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {3, 1, 4}};
   auto r = Train(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("3 consecutive"), std::string::npos)
-      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("3 consecutive"), std::string::npos) << r.status().ToString();
   // Two bad steps separated by a good one do not accumulate.
   o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {4, 1, 4}};
   auto ok = Train(o);
@@ -317,8 +316,8 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
     EXPECT_TRUE(j["compression_rate"].contains(k)) << k;
   }
   EXPECT_TRUE(j["compression_rate"]["lstm"].is_null());
-  for (const char* k : {"wall_seconds", "compress_seconds", "weights_sha256", "model",
-                        "compressor", "learners", "steps"}) {
+  for (const char* k : {"wall_seconds", "compress_seconds", "weights_sha256", "model", "compressor",
+                        "learners", "steps"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
 }

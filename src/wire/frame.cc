@@ -13,6 +13,7 @@
 #include "core/crc32c.h"
 #include "core/endian.h"
 #include "core/half.h"
+#include "core/simd.h"
 
 namespace adacomp::wire {
 namespace {
@@ -555,20 +556,11 @@ void FinishFrame(std::vector<uint8_t>* out, size_t frame_start) {
 
 uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code) {
   const int k = code.k;
-  uint64_t bits = static_cast<uint64_t>(indices.size()) * (1 + static_cast<uint64_t>(k));
-  uint64_t next = 0;
+  const uint64_t bits = static_cast<uint64_t>(indices.size()) * (1 + static_cast<uint64_t>(k));
   if (code.family == IndexFamily::kRice) {
-    for (uint32_t i : indices) {
-      bits += (i - next) >> k;
-      next = uint64_t{i} + 1;
-    }
-  } else {
-    for (uint32_t i : indices) {
-      bits += 2 * static_cast<uint64_t>(std::bit_width(((i - next) >> k) + 1) - 1);
-      next = uint64_t{i} + 1;
-    }
+    return bits + internal::RiceSum(indices.data(), indices.size(), k);
   }
-  return bits;
+  return bits + 2 * internal::EgSum(indices.data(), indices.size(), k);
 }
 
 IndexCode ChooseIndexCode(std::span<const uint32_t> indices) {
@@ -578,14 +570,8 @@ IndexCode ChooseIndexCode(std::span<const uint32_t> indices) {
   // in k saves sum(ceil((g >> k) / 2)) bits, which shrinks as k grows, and
   // costs C bits), so its descent ends at the exact optimum; for
   // Exp-Golomb it ends at a local optimum, in practice the optimum.
-  uint64_t gap_sum = 0, width_sum = 0, max_gap = 0, next = 0;
-  for (uint32_t i : indices) {
-    const uint64_t g = i - next;
-    next = uint64_t{i} + 1;
-    gap_sum += g;
-    width_sum += static_cast<uint64_t>(std::bit_width(g));
-    max_gap = std::max(max_gap, g);
-  }
+  const internal::GapStats gs = internal::ComputeGapStats(indices.data(), indices.size());
+  const uint64_t gap_sum = gs.sum, width_sum = gs.width_sum, max_gap = gs.max;
   const uint64_t count = indices.size();
   const int k_max = std::min(kMaxCodeK, static_cast<int>(std::bit_width(max_gap)));
   auto descend = [&](IndexFamily family, int k) {

@@ -99,19 +99,41 @@ double RunParallel(int parts, uint64_t iters, const std::function<void(int)>& fn
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Median seconds per iteration over `repeats` repeats of at least min_time each.
-double TimeOp(int parts, int repeats, double min_time, const std::function<void(int)>& fn) {
-  double once = RunParallel(parts, 1, fn);  // warm-up and calibration
-  uint64_t iters = 1;
-  if (once < min_time) {
-    iters = static_cast<uint64_t>(std::ceil(min_time / std::max(once, 1e-9)));
-    iters = std::clamp<uint64_t>(iters, 1, 10'000'000);
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t m = v.size();
+  return m == 0 ? 0.0 : m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+}
+
+// Iterations per repeat so that a repeat lasts at least min_time (runs fn
+// once to find out: that run is also the warm-up).
+uint64_t Calibrate(int parts, double min_time, const std::function<void(int)>& fn) {
+  double once = RunParallel(parts, 1, fn);
+  if (once >= min_time) return 1;
+  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(once, 1e-9))),
+                              1, 10'000'000);
+}
+
+struct Timing {
+  double seconds = 0;  // median over repeats of the time of one operation
+  double ratio = 1;    // median over repeats of (operation / reference pass timed just before)
+};
+
+// Times fn over `repeats` repeats; when `reference` is given, each repeat
+// first times the reference pass, so that the ratio pairs measurements taken
+// moments apart (a change of machine load between rows cancels out).
+Timing TimeOp(int parts, int repeats, double min_time, const std::function<void(int)>& fn,
+              const std::function<void(int)>* reference) {
+  const uint64_t iters = Calibrate(parts, min_time, fn);
+  const uint64_t ref_iters = reference ? Calibrate(parts, min_time, *reference) : 0;
+  std::vector<double> seconds, ratios;
+  for (int r = 0; r < repeats; ++r) {
+    double ref = reference ? RunParallel(parts, ref_iters, *reference) / ref_iters : 0.0;
+    double op = RunParallel(parts, iters, fn) / iters;
+    seconds.push_back(op);
+    if (reference) ratios.push_back(op / ref);
   }
-  std::vector<double> per_iter;
-  for (int r = 0; r < repeats; ++r) per_iter.push_back(RunParallel(parts, iters, fn) / iters);
-  std::sort(per_iter.begin(), per_iter.end());
-  size_t m = per_iter.size();
-  return m % 2 ? per_iter[m / 2] : 0.5 * (per_iter[m / 2 - 1] + per_iter[m / 2]);
+  return {Median(seconds), reference ? Median(ratios) : 1.0};
 }
 
 // One tensor of the split: each thread owns one.
@@ -261,9 +283,11 @@ class Bench {
 
  private:
   bool Want(const std::string& op) const { return ops_.count("all") || ops_.count(op); }
+  // Adds a row timed by the last call of Time().
   void Add(Row row) {
+    row.seconds = last_.seconds;
     row.elements_per_second = row.seconds > 0 ? row.elements / row.seconds : 0;
-    row.ratio_to_reference = reference_seconds_ > 0 ? row.seconds / reference_seconds_ : 0;
+    row.ratio_to_reference = last_.ratio;
     PrintRow(row);
     rows_.push_back(std::move(row));
   }
@@ -276,8 +300,9 @@ class Bench {
                 r.seconds, r.elements_per_second / 1e6, r.ratio_to_reference);
     std::fflush(stdout);
   }
-  double Time(int parts, const std::function<void(int)>& fn) {
-    return TimeOp(parts, a_.repeats, a_.min_time, fn);
+  // Times fn (and, paired with it, the current reference pass).
+  void Time(int parts, const std::function<void(int)>& fn) {
+    last_ = TimeOp(parts, a_.repeats, a_.min_time, fn, reference_ ? &reference_ : nullptr);
   }
   Status RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
                 const std::vector<uint64_t>& frames);
@@ -287,7 +312,8 @@ class Bench {
   const BenchArgs& a_;
   std::set<std::string> ops_;
   std::vector<Row> rows_;
-  double reference_seconds_ = 0;
+  std::function<void(int)> reference_;  // the reference pass of the current size and threads
+  Timing last_;
   Failure failure_;
 };
 
@@ -313,21 +339,23 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
            " threads)";
   };
 
-  // ---- reference pass R += dW
-  {
-    std::vector<std::vector<float>> r(threads);
-    for (int t = 0; t < threads; ++t) {
-      r[t].assign(parts[t].size, 0.0f);
-      ReferencePass(r[t], parts[t].grad);
-      ADACOMP_RETURN_IF_ERROR(
-          CheckClose(r[t], parts[t].grad, 0, 0, "reference pass").WithContext(where("reference")));
-    }
-    reference_seconds_ = 0;
-    double s = Time(threads, [&](int t) { ReferencePass(r[t], parts[t].grad); });
-    reference_seconds_ = s;
-    Add({.op = "reference", .codec = "none", .elements = elements, .threads = threads,
-         .seconds = s});
+  // ---- reference pass R += dW (kept to be timed again beside every operation)
+  std::vector<std::vector<float>> ref_r(threads);
+  for (int t = 0; t < threads; ++t) {
+    ref_r[t].assign(parts[t].size, 0.0f);
+    ReferencePass(ref_r[t], parts[t].grad);
+    ADACOMP_RETURN_IF_ERROR(
+        CheckClose(ref_r[t], parts[t].grad, 0, 0, "reference pass").WithContext(where("reference")));
   }
+  reference_ = nullptr;
+  auto reference = [&](int t) { ReferencePass(ref_r[t], parts[t].grad); };
+  Time(threads, reference);
+  Add({.op = "reference", .codec = "none", .elements = elements, .threads = threads});
+  reference_ = reference;
+  struct ClearReference {
+    std::function<void(int)>* f;
+    ~ClearReference() { *f = nullptr; }
+  } clear_reference{&reference_};
 
   // ---- AdaComp, per bin size
   for (uint64_t l64 : bin_sizes) {
@@ -351,14 +379,14 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     }
     const double density = static_cast<double>(sel_total) / elements;
     if (Want("adacomp")) {
-      double s = Time(threads, [&](int t) {
+      Time(threads, [&](int t) {
         frame[t].clear();
         Status st = comp[t]->Compress(parts[t].grad, &frame[t]);
         if (!st.ok()) failure_.Set(st.ToString());
       });
       if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
       Add({.op = "compress", .codec = "adacomp", .elements = elements, .bin_size = l,
-           .threads = threads, .frames = 1, .seconds = s, .density = density,
+           .threads = threads, .frames = 1, .density = density,
            .frame_bytes = bytes});
     }
     comp.clear();
@@ -397,7 +425,7 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
           ADACOMP_RETURN_IF_ERROR(CheckClose(dst[t], expected, 1e-6, 0, "decode_accumulate")
                                       .WithContext(where("decode P=" + std::to_string(p))));
         }
-        double s = Time(threads, [&](int t) {
+        Time(threads, [&](int t) {
           for (const auto& f : learner_frames[t]) {
             Status st = DecodeAccumulate(f, dst[t]);
             if (!st.ok()) failure_.Set(st.ToString());
@@ -405,7 +433,7 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         });
         if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
         Add({.op = "decode_accumulate", .codec = "adacomp", .elements = elements, .bin_size = l,
-             .threads = threads, .frames = p, .seconds = s, .frame_bytes = frame_bytes});
+             .threads = threads, .frames = p, .frame_bytes = frame_bytes});
       }
     }
 
@@ -442,14 +470,14 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         }
         tk_bytes += frame[t].size();
       }
-      double s = Time(threads, [&](int t) {
+      Time(threads, [&](int t) {
         frame[t].clear();
         Status st = tk[t]->Compress(parts[t].grad, &frame[t]);
         if (!st.ok()) failure_.Set(st.ToString());
       });
       if (failure_.failed()) return Status::Internal(where("topk: " + failure_.message()));
       Add({.op = "compress", .codec = "topk", .elements = elements, .bin_size = l,
-           .threads = threads, .frames = 1, .seconds = s, .density = density,
+           .threads = threads, .frames = 1, .density = density,
            .frame_bytes = tk_bytes});
     }
   }
@@ -471,14 +499,14 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
       }
       bytes += frame[t].size();
     }
-    double s = Time(threads, [&](int t) {
+    Time(threads, [&](int t) {
       frame[t].clear();
       Status st = ob[t]->Compress(parts[t].grad, &frame[t]);
       if (!st.ok()) failure_.Set(st.ToString());
     });
     if (failure_.failed()) return Status::Internal(where("onebit: " + failure_.message()));
     Add({.op = "compress", .codec = "onebit", .elements = elements, .threads = threads,
-         .frames = 1, .seconds = s, .density = 1.0, .frame_bytes = bytes});
+         .frames = 1, .density = 1.0, .frame_bytes = bytes});
   }
   return Status::OK();
 }
@@ -502,9 +530,9 @@ Status Bench::TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& se
                            " elements, k " + std::to_string(selected[t]) + ")"));
     }
   }
-  double s = Time(threads, [&](int t) { fn(residue[t], parts[t].grad, selected[t], &scratch[t]); });
+  Time(threads, [&](int t) { fn(residue[t], parts[t].grad, selected[t], &scratch[t]); });
   Add({.op = "compress", .codec = codec, .elements = elements, .bin_size = bin_size,
-       .threads = threads, .frames = 1, .seconds = s,
+       .threads = threads, .frames = 1,
        .density = static_cast<double>(k_total) / elements,
        .frame_bytes = k_total * 8});  // 32-bit index + float32 value per element
   return Status::OK();
@@ -521,8 +549,9 @@ nlohmann::json ToJson(const std::vector<Row>& rows, const BenchArgs& a,
   j["sizes"] = sizes;
   j["torch"] = kHaveTorch;
   j["seconds_is"] = "median over repeats of the time of one operation on all elements";
-  j["ratio_to_reference_is"] = "seconds / seconds of the reference pass R += dW, same elements "
-                               "and threads, same run";
+  j["ratio_to_reference_is"] =
+      "median over repeats of (operation time / time of the reference pass R += dW on the same "
+      "tensors and threads, measured just before it in the same repeat)";
   nlohmann::json list = nlohmann::json::array();
   for (const Row& r : rows) {
     list.push_back({{"op", r.op},
@@ -643,7 +672,7 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
   app->add_option("--repeats", args->repeats, "repeats per measurement; the median is kept (default 5)");
   app->add_option("--min-time", args->min_time,
                   "seconds per repeat at least; short operations are looped (default 0.05)");
-  app->add_option("--seed", args->seed, "data seed (default 1)");
+  app->add_option("--seed", args->seed, "data seed (default 1)")->check(NotNegative());
   app->add_option("--json", args->json, "also write the rows as JSON to this file");
   app->footer(
       std::string(
@@ -662,7 +691,9 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
           "(sent + new residue = old residue + gradient); every frame decodes; the\n"
           "accumulated sum equals the scalar sum of the decoded frames; top-k sends exactly\n"
           "k elements and keeps none larger. seconds = median over repeats of one operation;\n"
-          "x_ref = seconds / reference seconds (same size, same threads, same run).\n"
+          "x_ref = ratio_to_reference = median over repeats of (operation time / time of the\n"
+          "reference pass on the same tensors, measured just before it in the same repeat),\n"
+          "so that changes of machine load between rows cancel out.\n"
           "JSON (--json): {\"rows\": [{op, codec, elements, bin_size, threads, frames, seconds,\n"
           "elements_per_second, ratio_to_reference, density, frame_bytes}], ...}.\n") +
       kGradientModelHelp +

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "adacomp/status.h"
 
 namespace adacomp::tool {
@@ -27,6 +29,16 @@ Result<uint64_t> ParseCount(std::string_view text, std::string_view what);
 
 // Parses a comma-separated list of counts ("1e4,1e5,1e6").
 Result<std::vector<uint64_t>> ParseCountList(std::string_view text, std::string_view what);
+
+// CLI11 check for unsigned options: rejects a leading '-' (CLI11 would
+// otherwise wrap "-5" around to a huge unsigned value).
+inline CLI::Validator NotNegative() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return (!s.empty() && s[0] == '-') ? std::string("must not be negative") : std::string();
+      },
+      "", "NOT_NEGATIVE");
+}
 
 // "%.6g"-style formatting of a double, for messages.
 std::string FormatDouble(double value, int precision = 6);

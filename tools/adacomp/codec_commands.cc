@@ -19,8 +19,8 @@ namespace adacomp::tool {
 namespace {
 
 constexpr char kExitStatusHelp[] =
-    "Exit status: 0 success; 1 bad, unreadable or unwritable data (the message names the file, "
-    "frame and byte offset); 2 bad usage (options, arguments).\n";
+    "Exit status: 0 success; 1 bad, unreadable or unwritable data (the one-line message\n"
+    "names the file, step or frame, and byte offset); 2 bad usage (options, arguments).\n";
 
 // 32 bits x elements / bits sent.
 double Rate(uint64_t elements, uint64_t bytes) {
@@ -441,7 +441,8 @@ std::vector<Command> AddCodecCommands(CLI::App& root) {
                                         "topk: fraction of elements sent, 0 < D <= 1 (default 0.01)");
     args->tau_opt =
         app->add_option("--tau", args->tau, "threshold: send +-tau where |G| >= tau (default 1e-3)");
-    args->seed_opt = app->add_option("--seed", args->seed, "terngrad: generator seed (default 0)");
+    args->seed_opt = app->add_option("--seed", args->seed, "terngrad: generator seed (default 0)")
+                          ->check(NotNegative());
     app->add_option("--tensor-id", args->tensor_id, "tensor id written in each frame (default 0)");
     app->add_option("--residue-out", args->residue_out,
                     "write the residue after the last step here (N float32)");
@@ -508,7 +509,8 @@ std::vector<Command> AddCodecCommands(CLI::App& root) {
     app->add_option("--elements", args->elements, "N, elements per step (digits or e.g. 1e6)")
         ->required();
     app->add_option("--steps", args->steps, "K, steps (default 1)");
-    app->add_option("--seed", args->seed, "seed; each seed is a different tensor (default 1)");
+    app->add_option("--seed", args->seed, "seed; each seed is a different tensor (default 1)")
+        ->check(NotNegative());
     app->add_option("--scale", args->scale, "overall magnitude (default 1e-3)");
     app->add_option("output", args->output, "OUT.f32: K x N little-endian float32")->required();
     app->footer(std::string(kGradientModelHelp) + "\n" + kExitStatusHelp);

@@ -179,12 +179,13 @@ int RunTrain(TrainArgs& a) {
   };
   o.on_epoch = [&](const EpochMetrics& e) {
     clear_progress();
-    std::printf("%s %lld (step %lld): test accuracy %.4f, test loss %.4f, train loss %s; "
-                "compression %s\n",
-                e.end_of_epoch ? "epoch" : "eval in epoch", static_cast<long long>(e.epoch + 1),
-                static_cast<long long>(e.step), e.test_accuracy, e.test_loss,
-                std::isfinite(e.train_loss) ? Fmt(e.train_loss, "%.4f").c_str() : "n/a",
-                RatesLine(e.rate, e.end_to_end_rate).c_str());
+    std::printf(
+        "%s %lld (step %lld): test accuracy %.4f, test loss %.4f, train loss %s; "
+        "compression %s\n",
+        e.end_of_epoch ? "epoch" : "eval in epoch", static_cast<long long>(e.epoch + 1),
+        static_cast<long long>(e.step), e.test_accuracy, e.test_loss,
+        std::isfinite(e.train_loss) ? Fmt(e.train_loss, "%.4f").c_str() : "n/a",
+        RatesLine(e.rate, e.end_to_end_rate).c_str());
     std::fflush(stdout);
   };
 
@@ -223,17 +224,17 @@ int RunTrain(TrainArgs& a) {
   std::printf("  test accuracy    %.4f\n", s.test_accuracy);
   std::printf("  %s %.4f\n", lstm ? "test loss/char  " : "test loss       ", s.test_loss);
   std::printf("  compression      conv %s | fc %s | lstm %s | other %s | end-to-end %s\n",
-              RateText(s.rate[0]).c_str(), RateText(s.rate[1]).c_str(),
-              RateText(s.rate[2]).c_str(), RateText(s.rate[3]).c_str(),
-              Fmt(s.end_to_end_rate, "%.1fx").c_str());
+              RateText(s.rate[0]).c_str(), RateText(s.rate[1]).c_str(), RateText(s.rate[2]).c_str(),
+              RateText(s.rate[3]).c_str(), Fmt(s.end_to_end_rate, "%.1fx").c_str());
   std::printf("  bytes sent       %llu (dense would be %llu)\n",
               static_cast<unsigned long long>(s.bytes_sent),
               static_cast<unsigned long long>(s.dense_bytes));
   std::printf("  wall time        %.1f s (%.4f s/step)\n", s.wall_seconds, s.seconds_per_step);
-  std::printf("  per learner      compute %.1f s, compress %.2f s, communicate %.2f s, "
-              "decompress %.2f s, update %.2f s\n",
-              s.compute_seconds, s.compress_seconds, s.communicate_seconds, s.decompress_seconds,
-              s.update_seconds);
+  std::printf(
+      "  per learner      compute %.1f s, compress %.2f s, communicate %.2f s, "
+      "decompress %.2f s, update %.2f s\n",
+      s.compute_seconds, s.compress_seconds, s.communicate_seconds, s.decompress_seconds,
+      s.update_seconds);
   std::printf("  weights sha256   %s\n", s.weights_sha256.c_str());
   std::printf("  replicas         %s (%d learners)\n",
               s.replicas_identical ? "bit-identical" : "DIFFER", s.learners);
@@ -257,7 +258,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       "compressed with AdaComp at L_T=500 too; --bin-size sets one L_T for every tensor.\n"
       "cifar-cnn without a CIFAR-10 directory (data_batch_1.bin ...) trains on Fashion-MNIST "
       "padded to 32x32x3.\nExit status: 0 success; 1 bad data or a failed run (the message names "
-      "the file); 2 bad options.");
+      "the file); 2 bad options.\n");
   app->add_option("--model", o.model, "mnist-cnn | cifar-cnn | fc-dnn | char-lstm")
       ->capture_default_str();
   app->add_option("--data-dir", o.data_dir,
@@ -279,8 +280,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--steps", o.steps, "train exactly this many steps instead of --epochs")
       ->excludes(args->epochs_opt);
   app->add_option("--optimizer", o.optimizer, "sgd (with momentum) | adam")->capture_default_str();
-  app->add_option("--lr", o.lr, "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
-                                "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");
+  app->add_option("--lr", o.lr,
+                  "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
+                  "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");
   app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-decay-epochs", args->lr_decay_epochs,
@@ -296,8 +298,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "learners computing at once (default: cores); results do not depend on it");
   app->add_option("--metrics-out", o.metrics_out, "JSONL file, one object per logged step");
   app->add_option("--summary-out", args->summary_out, "JSON file with the run summary");
-  app->add_option("--checkpoint-dir", o.checkpoint_dir,
-                  "write checkpoints here (every epoch, every --checkpoint-every steps, at the end)");
+  app->add_option(
+      "--checkpoint-dir", o.checkpoint_dir,
+      "write checkpoints here (every epoch, every --checkpoint-every steps, at the end)");
   app->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
   app->add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept")
       ->capture_default_str();

@@ -162,6 +162,8 @@ TEST_F(CliTest, BadUsageExitsTwo) {
   ExpectError(Run("compress --codec dense --elements 100 --residue-out " + Q(P("r.f32")) + " " + io),
               2, {"residue"});
   ExpectError(Run("compress --codec adacomp --elements 100 --no-such-option " + io), 2, {});
+  ExpectError(Run("compress --codec terngrad --seed -5 --elements 100 " + io), 2, {"--seed"});
+  ExpectError(Run("compress --codec adacomp --tensor-id -1 --elements 100 " + io), 2, {"--tensor-id"});
   ExpectError(Run("compress --codec adacomp --elements 100 " + Q(P("g.f32"))), 2, {"output"});
   ExpectError(Run("inspect"), 2, {});
   ExpectError(Run("gen-gradient --elements 0 " + Q(P("x.f32"))), 2, {"--elements"});

@@ -1,0 +1,81 @@
+// The fused AdaComp selection kernel (internal to adacomp_core): one pass per
+// bin that forms G = R + dW, the bin's max |G|, the selection and the
+// compaction of the selected entries, with the bin in L1 between the two
+// inner loops. Callers must have checked that every R + dW is finite.
+//
+// FusedSelectScalar is the plain definition (the twin the tests compare the
+// vector version with); FusedSelectAvx2 is used when the CPU has AVX2
+// (chosen at run time, so the library runs on any x86-64). Both are
+// reentrant and bit-identical.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace adacomp::internal {
+
+// Processes bins [first_bin, last_bin) of a tensor of n elements cut into
+// bins of `bin` elements (the last may be shorter). For each bin b:
+//   first the pending corrections of the previous step that fall in the bin
+//   (*pend advances over them; pend_end bounds the list): r[i] -= s_prev
+//   with the sign of r[i], i.e. R = G - sign(G) s_prev, deferred from the
+//   previous step until its scale was known (compress/adacomp.cc);
+//   gmax[b] = max |r[j] + g[j]| over the bin;
+//   r[j] = G = r[j] + g[j] for every j of the bin;
+//   each j with |G + g[j]| >= gmax[b] and G != 0 is appended: idx[c] = j,
+//   val[c] = G, in increasing j;
+//   hist[min(count of the bin, 16)] += 1.
+// Returns the number of entries appended. idx and val must have room for
+// every element of the bins plus 8 (the vector version stores 8 at a time).
+using FusedSelectFn = size_t (*)(float* r, const float* g, size_t n, size_t bin,
+                                 size_t first_bin, size_t last_bin, const uint32_t** pend,
+                                 const uint32_t* pend_end, float s_prev, float* gmax,
+                                 uint32_t* idx, float* val, uint64_t* hist);
+
+// The deferred update of one selected element: R = G - sign(G) s (G != 0).
+inline float ApplyScale(float stored_g, float s) { return stored_g - std::copysign(s, stored_g); }
+
+inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                                size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                                float s_prev, float* gmax, uint32_t* idx, float* val,
+                                uint64_t* hist) {
+  size_t c = 0;
+  const uint32_t* p = *pend;
+  for (size_t b = first_bin; b < last_bin; ++b) {
+    const size_t begin = b * bin;
+    const size_t end = n - begin < bin ? n : begin + bin;
+    for (; p != pend_end && *p < end; ++p) r[*p] = ApplyScale(r[*p], s_prev);
+    float m = 0.0f;
+    for (size_t j = begin; j < end; ++j) {
+      const float a = std::fabs(r[j] + g[j]);
+      m = a > m ? a : m;
+    }
+    gmax[b] = m;
+    const size_t c0 = c;
+    for (size_t j = begin; j < end; ++j) {
+      const float gj = r[j] + g[j];
+      const float hj = gj + g[j];
+      r[j] = gj;
+      idx[c] = static_cast<uint32_t>(j);
+      val[c] = gj;
+      c += (std::fabs(hj) >= m) & (gj != 0.0f);
+    }
+    const size_t k = c - c0;
+    hist[k < 16 ? k : 16] += 1;
+  }
+  *pend = p;
+  return c;
+}
+
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#define ADACOMP_HAVE_AVX2_KERNELS 1
+size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                       size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                       float s_prev, float* gmax, uint32_t* idx, float* val, uint64_t* hist);
+#endif
+
+// The fastest kernel this CPU runs.
+FusedSelectFn BestFusedSelect();
+
+}  // namespace adacomp::internal

@@ -1,0 +1,160 @@
+// AVX2 version of the fused AdaComp kernel (compress/fused.h), compiled with
+// a function-level target attribute so the rest of the library stays
+// baseline x86-64; BestFusedSelect picks it only when the CPU has AVX2.
+#include "compress/fused.h"
+
+#include "core/simd.h"
+
+#include <bit>
+
+#if defined(ADACOMP_HAVE_AVX2_KERNELS)
+#include <immintrin.h>
+#endif
+
+namespace adacomp::internal {
+
+#if defined(ADACOMP_HAVE_AVX2_KERNELS)
+namespace {
+
+// kCompact[mask]: byte i = the lane of the i-th set bit of mask (8 lanes).
+struct CompactTable {
+  uint64_t e[256];
+  constexpr CompactTable() : e() {
+    for (int m = 0; m < 256; ++m) {
+      uint64_t v = 0;
+      int k = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        if (m & (1 << lane)) v |= static_cast<uint64_t>(lane) << (8 * k++);
+      }
+      e[m] = v;
+    }
+  }
+};
+constexpr CompactTable kCompact;
+
+// Lanes [0, k) all ones, the rest zero: load 8 ints at kTailMask + 8 - k.
+alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                               0,  0,  0,  0,  0,  0,  0,  0};
+
+#define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
+
+ADACOMP_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G,
+                                                                 int mask, uint32_t* idx,
+                                                                 float* val, size_t c) {
+  const __m256i lanes =
+      _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompact.e[mask])));
+  const __m256i ids =
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))), lanes);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + c), ids);
+  _mm256_storeu_ps(val + c, _mm256_permutevar8x32_ps(G, lanes));
+  return c + static_cast<size_t>(std::popcount(static_cast<unsigned>(mask)));
+}
+
+ADACOMP_AVX2 inline __attribute__((always_inline)) int Pick(__m256 G, __m256 gv, __m256 vm) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 H = _mm256_add_ps(G, gv);
+  const __m256 pick = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(H, abs_mask), vm, _CMP_GE_OQ),
+                                    _mm256_cmp_ps(G, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+  return _mm256_movemask_ps(pick);
+}
+
+ADACOMP_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+}  // namespace
+
+ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
+                                    size_t first_bin, size_t last_bin, const uint32_t** pend,
+                                    const uint32_t* pend_end, float s_prev, float* gmax,
+                                    uint32_t* idx, float* val, uint64_t* hist) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 zero = _mm256_setzero_ps();
+  const uint32_t* p = *pend;
+  size_t c = 0;
+#ifndef ADACOMP_PF
+#define ADACOMP_PF 1024
+#endif
+  constexpr size_t kAhead = ADACOMP_PF;  // elements prefetched ahead of pass A
+#define ADACOMP_ABS_SUM(o) \
+  _mm256_and_ps(abs_mask, _mm256_add_ps(_mm256_loadu_ps(rb + (o)), _mm256_loadu_ps(gb + (o))))
+  for (size_t b = first_bin; b < last_bin; ++b) {
+    const size_t begin = b * bin;
+    const size_t len = n - begin < bin ? n - begin : bin;
+    const size_t end = begin + len;
+    for (; p != pend_end && *p < end; ++p) r[*p] = ApplyScale(r[*p], s_prev);
+    float* rb = r + begin;
+    const float* gb = g + begin;
+    const size_t full = len & ~size_t{7};
+    const size_t rest = len - full;
+    const size_t c0 = c;
+    if (full) {
+      // Max |R + dW|: two accumulators; a partial last vector is read
+      // overlapping the one before (max does not mind duplicates).
+      __m256 m0 = zero, m1 = zero;
+      size_t j = 0;
+      for (; j + 16 <= full; j += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(rb + j + kAhead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(gb + j + kAhead), _MM_HINT_T0);
+        m0 = _mm256_max_ps(m0, ADACOMP_ABS_SUM(j));
+        m1 = _mm256_max_ps(m1, ADACOMP_ABS_SUM(j + 8));
+      }
+      if (j < full) m0 = _mm256_max_ps(m0, ADACOMP_ABS_SUM(j));
+      if (rest) m1 = _mm256_max_ps(m1, ADACOMP_ABS_SUM(len - 8));
+      const float m = HMax(_mm256_max_ps(m0, m1));
+      gmax[b] = m;
+      const __m256 vm = _mm256_set1_ps(m);
+      // A partial last vector: computed first, from the old R, over the 8
+      // last elements; stored after the main loop (its overlap with the
+      // main loop's stores holds the same G); only its last `rest` lanes are
+      // selected.
+      __m256 gt = zero, Gt = zero;
+      int tail_mask = 0;
+      if (rest) {
+        gt = _mm256_loadu_ps(gb + len - 8);
+        Gt = _mm256_add_ps(_mm256_loadu_ps(rb + len - 8), gt);
+        tail_mask = Pick(Gt, gt, vm) & (0xFF << (8 - rest)) & 0xFF;
+      }
+      for (j = 0; j < full; j += 8) {
+        const __m256 gv = _mm256_loadu_ps(gb + j);
+        const __m256 G = _mm256_add_ps(_mm256_loadu_ps(rb + j), gv);
+        _mm256_storeu_ps(rb + j, G);
+        c = Compact(begin + j, G, Pick(G, gv, vm), idx, val, c);
+      }
+      if (rest) {
+        _mm256_storeu_ps(rb + len - 8, Gt);
+        c = Compact(begin + len - 8, Gt, tail_mask, idx, val, c);
+      }
+    } else {
+      // Fewer than 8 elements: masked loads and store.
+      const __m256i tail =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + 8 - rest));
+      const __m256 gv = _mm256_maskload_ps(gb, tail);
+      const __m256 G = _mm256_add_ps(_mm256_maskload_ps(rb, tail), gv);
+      const float m = HMax(_mm256_and_ps(abs_mask, G));
+      gmax[b] = m;
+      _mm256_maskstore_ps(rb, tail, G);
+      c = Compact(begin, G, Pick(G, gv, _mm256_set1_ps(m)) & ((1 << rest) - 1), idx, val, c);
+    }
+    const size_t k = c - c0;
+    hist[k < 16 ? k : 16] += 1;
+  }
+#undef ADACOMP_ABS_SUM
+  *pend = p;
+  return c;
+}
+
+FusedSelectFn BestFusedSelect() {
+  return CpuHasAvx2() ? &FusedSelectAvx2 : &FusedSelectScalar;
+}
+
+#else
+
+FusedSelectFn BestFusedSelect() { return &FusedSelectScalar; }
+
+#endif
+
+}  // namespace adacomp::internal

@@ -1,0 +1,79 @@
+// Vector helpers shared by the codecs and the wire format (internal to
+// adacomp_core), each with a plain scalar twin (the definition; simd_test.cc
+// compares them on random data). The AVX2 versions are compiled with
+// function-level target attributes and used only when CpuHasAvx2(), so the
+// library runs on any x86-64. All functions are reentrant.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace adacomp::internal {
+
+// True if the CPU runs the AVX2 kernels (and ADACOMP_NO_SIMD is not defined).
+bool CpuHasAvx2();
+
+// Largest (bits of v[j]) & 0x7FFFFFFF: the bits of the largest |v|, which is
+// >= 0x7F800000 exactly when some v is Inf or NaN.
+inline uint32_t MaxAbsBitsScalar(const float* v, size_t n) {
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// Gaps of strictly increasing indices: gap_0 = idx[0], gap_j = idx[j] -
+// idx[j-1] - 1. RiceSum = sum of (gap_j >> k); EgSum = sum of
+// floor(log2((gap_j >> k) + 1)). (The index-code costs, wire/frame.h.)
+inline uint64_t RiceSumScalar(const uint32_t* idx, size_t c, int k) {
+  uint64_t s = 0, next = 0;
+  for (size_t j = 0; j < c; ++j) {
+    s += (idx[j] - next) >> k;
+    next = uint64_t{idx[j]} + 1;
+  }
+  return s;
+}
+inline uint64_t EgSumScalar(const uint32_t* idx, size_t c, int k) {
+  uint64_t s = 0, next = 0;
+  for (size_t j = 0; j < c; ++j) {
+    s += static_cast<uint64_t>(std::bit_width(((idx[j] - next) >> k) + 1) - 1);
+    next = uint64_t{idx[j]} + 1;
+  }
+  return s;
+}
+
+// Over the same gaps: sum of gap, sum of bit_width(gap), max gap.
+struct GapStats {
+  uint64_t sum = 0, width_sum = 0, max = 0;
+  friend bool operator==(const GapStats&, const GapStats&) = default;
+};
+inline GapStats GapStatsScalar(const uint32_t* idx, size_t c) {
+  GapStats st;
+  uint64_t next = 0;
+  for (size_t j = 0; j < c; ++j) {
+    const uint64_t g = idx[j] - next;
+    next = uint64_t{idx[j]} + 1;
+    st.sum += g;
+    st.width_sum += static_cast<uint64_t>(std::bit_width(g));
+    st.max = g > st.max ? g : st.max;
+  }
+  return st;
+}
+
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+GapStats GapStatsAvx2(const uint32_t* idx, size_t c);
+uint32_t MaxAbsBitsAvx2(const float* v, size_t n);
+uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k);
+uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k);
+#endif
+
+// Dispatching versions.
+uint32_t MaxAbsBitsFast(const float* v, size_t n);
+uint64_t RiceSum(const uint32_t* idx, size_t c, int k);
+uint64_t EgSum(const uint32_t* idx, size_t c, int k);
+GapStats ComputeGapStats(const uint32_t* idx, size_t c);
+
+}  // namespace adacomp::internal

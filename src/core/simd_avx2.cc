@@ -1,0 +1,164 @@
+// AVX2 versions of the helpers of core/simd.h, and the run-time dispatch.
+#include "core/simd.h"
+
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#include <immintrin.h>
+#define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
+#endif
+
+namespace adacomp::internal {
+
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+
+bool CpuHasAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+  return have;
+}
+
+ADACOMP_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+#define ADACOMP_LOAD_ABS(o) \
+  _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + (o))), abs_mask)
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_epi32(m0, ADACOMP_LOAD_ABS(i));  // as signed: the masked bits are >= 0
+    m1 = _mm256_max_epi32(m1, ADACOMP_LOAD_ABS(i + 8));
+    m2 = _mm256_max_epi32(m2, ADACOMP_LOAD_ABS(i + 16));
+    m3 = _mm256_max_epi32(m3, ADACOMP_LOAD_ABS(i + 24));
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_epi32(m0, ADACOMP_LOAD_ABS(i));
+#undef ADACOMP_LOAD_ABS
+  m0 = _mm256_max_epi32(_mm256_max_epi32(m0, m1), _mm256_max_epi32(m2, m3));
+  __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+  const uint32_t m = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+  const uint32_t t = MaxAbsBitsScalar(v + i, n - i);
+  return t > m ? t : m;
+}
+
+namespace {
+// Gaps of 8 entries j .. j+7 (j >= 1): idx[j+l] - idx[j+l-1] - 1.
+ADACOMP_AVX2 inline __attribute__((always_inline)) __m256i Gaps(const uint32_t* idx, size_t j) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + j));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + j - 1));
+  return _mm256_sub_epi32(_mm256_sub_epi32(a, b), _mm256_set1_epi32(1));
+}
+ADACOMP_AVX2 inline uint64_t SumLanes(__m256i acc64a, __m256i acc64b) {
+  const __m256i s = _mm256_add_epi64(acc64a, acc64b);
+  alignas(32) uint64_t l[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), s);
+  return l[0] + l[1] + l[2] + l[3];
+}
+}  // namespace
+
+ADACOMP_AVX2 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k) {
+  if (c == 0) return 0;
+  uint64_t s = idx[0] >> k;
+  const __m128i kk = _mm_cvtsi32_si128(k);
+  const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
+  __m256i a = _mm256_setzero_si256(), b = a;
+  size_t j = 1;
+  for (; j + 8 <= c; j += 8) {
+    const __m256i q = _mm256_srl_epi32(Gaps(idx, j), kk);
+    a = _mm256_add_epi64(a, _mm256_and_si256(q, lo32));
+    b = _mm256_add_epi64(b, _mm256_srli_epi64(q, 32));
+  }
+  s += SumLanes(a, b);
+  for (; j < c; ++j) s += (idx[j] - idx[j - 1] - 1) >> k;
+  return s;
+}
+
+ADACOMP_AVX2 uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k) {
+  if (c == 0) return 0;
+  uint64_t s = static_cast<uint64_t>(std::bit_width((idx[0] >> k) + uint64_t{1}) - 1);
+  const __m128i kk = _mm_cvtsi32_si128(k);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i a = zero, b = zero;
+  size_t j = 1;
+  for (; j + 8 <= c; j += 8) {
+    // v = (gap >> k) + 1 in [1, 2^32 - 1]. floor(log2 v) from the exponent
+    // of float(w), exact because w < 2^24: w = v, or v >> 8 (and + 8) when
+    // v >= 2^24.
+    const __m256i v = _mm256_add_epi32(_mm256_srl_epi32(Gaps(idx, j), kk), one);
+    const __m256i small = _mm256_cmpeq_epi32(_mm256_srli_epi32(v, 24), zero);
+    const __m256i w = _mm256_blendv_epi8(_mm256_srli_epi32(v, 8), v, small);
+    const __m256i e = _mm256_sub_epi32(
+        _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(w)), 23), _mm256_set1_epi32(127));
+    const __m256i f = _mm256_add_epi32(e, _mm256_andnot_si256(small, _mm256_set1_epi32(8)));
+    a = _mm256_add_epi64(a, _mm256_and_si256(f, lo32));
+    b = _mm256_add_epi64(b, _mm256_srli_epi64(f, 32));
+  }
+  s += SumLanes(a, b);
+  for (; j < c; ++j) {
+    s += static_cast<uint64_t>(std::bit_width(((idx[j] - idx[j - 1] - 1) >> k) + uint64_t{1}) - 1);
+  }
+  return s;
+}
+
+ADACOMP_AVX2 GapStats GapStatsAvx2(const uint32_t* idx, size_t c) {
+  GapStats st;
+  if (c == 0) return st;
+  st = GapStatsScalar(idx, 1);
+  const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i sa = zero, sb = zero, wa = zero, wb = zero, mx = zero;
+  size_t j = 1;
+  for (; j + 8 <= c; j += 8) {
+    const __m256i g = Gaps(idx, j);
+    sa = _mm256_add_epi64(sa, _mm256_and_si256(g, lo32));
+    sb = _mm256_add_epi64(sb, _mm256_srli_epi64(g, 32));
+    mx = _mm256_max_epu32(mx, g);
+    // bit_width(g) = floor(log2 g) + 1 (0 for g = 0), from float exponents
+    // of values below 2^24 as in EgSumAvx2.
+    const __m256i small = _mm256_cmpeq_epi32(_mm256_srli_epi32(g, 24), zero);
+    const __m256i w = _mm256_blendv_epi8(_mm256_srli_epi32(g, 8), g, small);
+    const __m256i e = _mm256_sub_epi32(
+        _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(w)), 23), _mm256_set1_epi32(126));
+    const __m256i f = _mm256_andnot_si256(
+        _mm256_cmpeq_epi32(g, zero),
+        _mm256_add_epi32(e, _mm256_andnot_si256(small, _mm256_set1_epi32(8))));
+    wa = _mm256_add_epi64(wa, _mm256_and_si256(f, lo32));
+    wb = _mm256_add_epi64(wb, _mm256_srli_epi64(f, 32));
+  }
+  st.sum += SumLanes(sa, sb);
+  st.width_sum += SumLanes(wa, wb);
+  alignas(32) uint32_t m[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m), mx);
+  for (uint32_t x : m) st.max = x > st.max ? x : st.max;
+  for (; j < c; ++j) {
+    const uint64_t g = idx[j] - idx[j - 1] - 1;
+    st.sum += g;
+    st.width_sum += static_cast<uint64_t>(std::bit_width(g));
+    st.max = g > st.max ? g : st.max;
+  }
+  return st;
+}
+
+GapStats ComputeGapStats(const uint32_t* idx, size_t c) {
+  return CpuHasAvx2() ? GapStatsAvx2(idx, c) : GapStatsScalar(idx, c);
+}
+uint32_t MaxAbsBitsFast(const float* v, size_t n) {
+  return CpuHasAvx2() ? MaxAbsBitsAvx2(v, n) : MaxAbsBitsScalar(v, n);
+}
+uint64_t RiceSum(const uint32_t* idx, size_t c, int k) {
+  return CpuHasAvx2() ? RiceSumAvx2(idx, c, k) : RiceSumScalar(idx, c, k);
+}
+uint64_t EgSum(const uint32_t* idx, size_t c, int k) {
+  return CpuHasAvx2() ? EgSumAvx2(idx, c, k) : EgSumScalar(idx, c, k);
+}
+
+#else
+
+bool CpuHasAvx2() { return false; }
+uint32_t MaxAbsBitsFast(const float* v, size_t n) { return MaxAbsBitsScalar(v, n); }
+uint64_t RiceSum(const uint32_t* idx, size_t c, int k) { return RiceSumScalar(idx, c, k); }
+uint64_t EgSum(const uint32_t* idx, size_t c, int k) { return EgSumScalar(idx, c, k); }
+GapStats ComputeGapStats(const uint32_t* idx, size_t c) { return GapStatsScalar(idx, c); }
+
+#endif
+
+}  // namespace adacomp::internal
