@@ -9,6 +9,7 @@
 # Also adds the ctest `adacomp_install_consumer`: installs into a temporary
 # prefix and builds and runs tests/consumer against it.
 
+include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
 
 if(NOT TARGET adacomp_core)

@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libhwy-dev zlib1g-dev
-  libtorch-dev
+  libtorch-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   python3-torch pybind11-dev python3-dev libgloo-dev
   clang-14 libclang-rt-14-dev

@@ -103,6 +103,8 @@ class AdaCompCompressor final : public Compressor {
     st.bins = bins;
     const size_t per_chunk = BinsPerChunk();
     size_t count = 0;
+    double gmax_sum = 0.0;
+    float gmax_top = 0.0f;
     const uint32_t* pend = pending_.data();
     const uint32_t* const pend_end = pend + pending_count_;
     for (size_t b = 0; b < bins; b += per_chunk) {
@@ -115,7 +117,8 @@ class AdaCompCompressor final : public Compressor {
       }
       const size_t added =
           fused_(r, g, n, bin_size_, b, last, &pend, pend_end, pending_scale_, gmax_.data(),
-                 idx_.data() + count, val_.data() + count, st.bin_histogram.data());
+                 &gmax_sum, &gmax_top, idx_.data() + count, val_.data() + count,
+                 st.bin_histogram.data());
       if (mode != ValueMode::kTernary) {
         // fp modes: send G rounded to the value type, keep the rounding
         // error (the chunk is still in cache).
@@ -130,12 +133,6 @@ class AdaCompCompressor final : public Compressor {
         }
       }
       count += added;
-    }
-    double gmax_sum = 0.0;
-    float gmax_top = 0.0f;
-    for (size_t b = 0; b < bins; ++b) {
-      gmax_sum += gmax_[b];
-      gmax_top = std::max(gmax_top, gmax_[b]);
     }
     const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.0f;
     assert(pend == pend_end);

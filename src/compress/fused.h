@@ -21,7 +21,8 @@ namespace adacomp::internal {
 //   (*pend advances over them; pend_end bounds the list): r[i] -= s_prev
 //   with the sign of r[i], i.e. R = G - sign(G) s_prev, deferred from the
 //   previous step until its scale was known (compress/adacomp.cc);
-//   gmax[b] = max |r[j] + g[j]| over the bin;
+//   gmax[b] = max |r[j] + g[j]| over the bin; *gsum += gmax[b] (in double,
+//   in bin order: the sum the scale is the mean of); *gtop = max(*gtop, gmax[b]);
 //   r[j] = G = r[j] + g[j] for every j of the bin;
 //   each j with |G + g[j]| >= gmax[b] and G != 0 is appended: idx[c] = j,
 //   val[c] = G, in increasing j;
@@ -31,15 +32,16 @@ namespace adacomp::internal {
 using FusedSelectFn = size_t (*)(float* r, const float* g, size_t n, size_t bin,
                                  size_t first_bin, size_t last_bin, const uint32_t** pend,
                                  const uint32_t* pend_end, float s_prev, float* gmax,
-                                 uint32_t* idx, float* val, uint64_t* hist);
+                                 double* gsum, float* gtop, uint32_t* idx, float* val,
+                                 uint64_t* hist);
 
 // The deferred update of one selected element: R = G - sign(G) s (G != 0).
 inline float ApplyScale(float stored_g, float s) { return stored_g - std::copysign(s, stored_g); }
 
 inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
                                 size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
-                                float s_prev, float* gmax, uint32_t* idx, float* val,
-                                uint64_t* hist) {
+                                float s_prev, float* gmax, double* gsum, float* gtop,
+                                uint32_t* idx, float* val, uint64_t* hist) {
   size_t c = 0;
   const uint32_t* p = *pend;
   for (size_t b = first_bin; b < last_bin; ++b) {
@@ -52,6 +54,8 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
       m = a > m ? a : m;
     }
     gmax[b] = m;
+    *gsum += m;
+    *gtop = m > *gtop ? m : *gtop;
     const size_t c0 = c;
     for (size_t j = begin; j < end; ++j) {
       const float gj = r[j] + g[j];
@@ -72,7 +76,8 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
 #define ADACOMP_HAVE_AVX2_KERNELS 1
 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
                        size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
-                       float s_prev, float* gmax, uint32_t* idx, float* val, uint64_t* hist);
+                       float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
+                       float* val, uint64_t* hist);
 #endif
 
 // The fastest kernel this CPU runs.

@@ -70,22 +70,36 @@ ADACOMP_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
 ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
                                     size_t first_bin, size_t last_bin, const uint32_t** pend,
                                     const uint32_t* pend_end, float s_prev, float* gmax,
-                                    uint32_t* idx, float* val, uint64_t* hist) {
+                                    double* gsum, float* gtop, uint32_t* idx, float* val,
+                                    uint64_t* hist) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 zero = _mm256_setzero_ps();
   const uint32_t* p = *pend;
   size_t c = 0;
-#ifndef ADACOMP_PF
-#define ADACOMP_PF 1024
-#endif
-  constexpr size_t kAhead = ADACOMP_PF;  // elements prefetched ahead of pass A
+  // Software prefetch distance of pass A, and how far ahead of the bin and
+  // in what batches the deferred corrections are applied (all in elements;
+  // measured on the benchmark, docs/performance.md).
+  constexpr size_t kAhead = 2048;
+  constexpr size_t kLead = 128;
+  constexpr size_t kBatch = 512;
+  size_t applied_upto = 0;
+  double sum = *gsum;
+  float top = *gtop;
 #define ADACOMP_ABS_SUM(o) \
   _mm256_and_ps(abs_mask, _mm256_add_ps(_mm256_loadu_ps(rb + (o)), _mm256_loadu_ps(gb + (o))))
   for (size_t b = first_bin; b < last_bin; ++b) {
     const size_t begin = b * bin;
     const size_t len = n - begin < bin ? n - begin : bin;
     const size_t end = begin + len;
-    for (; p != pend_end && *p < end; ++p) r[*p] = ApplyScale(r[*p], s_prev);
+    // Corrections are applied kLead elements ahead of the bin being read,
+    // so that their stores have retired before the vector loads of the bin
+    // (a wide load over a pending narrow store would stall).
+    // They are applied in batches of about kBatch elements (one loop exit,
+    // so one mispredicted branch, per batch rather than per bin).
+    if (end + kLead > applied_upto) {
+      applied_upto = end + kLead + kBatch;
+      for (; p != pend_end && *p < applied_upto; ++p) r[*p] = ApplyScale(r[*p], s_prev);
+    }
     float* rb = r + begin;
     const float* gb = g + begin;
     const size_t full = len & ~size_t{7};
@@ -106,6 +120,8 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
       if (rest) m1 = _mm256_max_ps(m1, ADACOMP_ABS_SUM(len - 8));
       const float m = HMax(_mm256_max_ps(m0, m1));
       gmax[b] = m;
+      sum += m;
+      top = m > top ? m : top;
       const __m256 vm = _mm256_set1_ps(m);
       // A partial last vector: computed first, from the old R, over the 8
       // last elements; stored after the main loop (its overlap with the
@@ -136,6 +152,8 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
       const __m256 G = _mm256_add_ps(_mm256_maskload_ps(rb, tail), gv);
       const float m = HMax(_mm256_and_ps(abs_mask, G));
       gmax[b] = m;
+      sum += m;
+      top = m > top ? m : top;
       _mm256_maskstore_ps(rb, tail, G);
       c = Compact(begin, G, Pick(G, gv, _mm256_set1_ps(m)) & ((1 << rest) - 1), idx, val, c);
     }
@@ -144,6 +162,8 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
   }
 #undef ADACOMP_ABS_SUM
   *pend = p;
+  *gsum = sum;
+  *gtop = top;
   return c;
 }
 

@@ -22,6 +22,8 @@ ADACOMP_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
 #define ADACOMP_LOAD_ABS(o) \
   _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + (o))), abs_mask)
   for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(v + i + 4096), _MM_HINT_T0);  // 16 KB ahead
+    _mm_prefetch(reinterpret_cast<const char*>(v + i + 4096 + 16), _MM_HINT_T0);
     m0 = _mm256_max_epi32(m0, ADACOMP_LOAD_ABS(i));  // as signed: the masked bits are >= 0
     m1 = _mm256_max_epi32(m1, ADACOMP_LOAD_ABS(i + 8));
     m2 = _mm256_max_epi32(m2, ADACOMP_LOAD_ABS(i + 16));

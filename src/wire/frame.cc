@@ -400,6 +400,78 @@ struct FrameSink {
   void Trit(uint64_t, uint8_t t) { f->symbols.push_back(t); }
 };
 
+// Fast decoder of a sparse payload into entries: 64-bit peeks, one
+// count-trailing-zeros per unary code. Returns true only if the payload is
+// valid by every rule WalkPayload checks and every entry was written; on
+// anything unusual (an error, or a code longer than 57 bits) it returns
+// false, and the caller runs WalkPayload, which gives the answer and the
+// error message.
+bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
+                       Entry* out) {
+  const uint64_t count = p.selected;
+  const uint64_t n = h.elements;
+  const int vb = ValueBytes(h.codec, p);
+  const bool signs = HasSigns(h.codec, p);
+  const int sign_bits = signs ? 1 : 0;
+  const int k = p.code.k;
+  const bool rice = p.code.family == IndexFamily::kRice;
+  const uint8_t* payload = frame.data() + h.payload_offset;
+  const size_t bits_offset = static_cast<size_t>(count) * vb;  // <= payload (ParseParams)
+  const uint8_t* bs = payload + bits_offset;
+  const size_t nbytes = h.payload_bytes - bits_offset;
+  const uint64_t total_bits = uint64_t{nbytes} * 8;
+  const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  const float plus = p.scale, minus = -p.scale;
+  uint64_t pos = 0, next = 0;
+  for (uint64_t j = 0; j < count; ++j) {
+    if (pos > total_bits) return false;
+    const size_t byte = static_cast<size_t>(pos >> 3);
+    uint64_t w;
+    if (nbytes - byte >= 8) {
+      w = internal::LoadU64(bs + byte);
+    } else {
+      w = 0;
+      for (size_t i = byte; i < nbytes; ++i) w |= uint64_t{bs[i]} << (8 * (i - byte));
+    }
+    w >>= pos & 7;  // at least 57 bits of the stream (zeros past its end)
+    if (w == 0) return false;
+    const int z = std::countr_zero(w);
+    uint64_t q, len;
+    if (rice) {
+      q = static_cast<uint64_t>(z);
+      len = q + 1;
+    } else {
+      if (2 * z + 1 > 57) return false;
+      const uint64_t v = (uint64_t{1} << z) | ((w >> (z + 1)) & ((uint64_t{1} << z) - 1));
+      q = v - 1;
+      if (q > (n >> k)) return false;
+      len = 2 * static_cast<uint64_t>(z) + 1;
+    }
+    const uint64_t total = len + static_cast<uint64_t>(k + sign_bits);
+    if (total > 57) return false;
+    const uint64_t index = next + ((q << k) | ((w >> len) & low_mask));
+    if (index >= n) return false;
+    pos += total;
+    next = index + 1;
+    float v;
+    if (vb == 4) {
+      v = LoadF32(payload + 4 * j);
+      if (!std::isfinite(v)) return false;
+    } else if (vb == 2) {
+      const uint16_t half = LoadU16(payload + 2 * j);
+      if (!internal::HalfIsFinite(half)) return false;
+      v = internal::HalfToFloat(half);
+    } else {
+      v = signs && ((w >> (len + k)) & 1) ? minus : plus;
+    }
+    out[j] = Entry{static_cast<uint32_t>(index), v};
+  }
+  // Ends exactly in the last byte, padding bits zero.
+  if (pos > total_bits || (pos + 7) / 8 != nbytes) return false;
+  if ((pos & 7) && (bs[pos >> 3] >> (pos & 7)) != 0) return false;
+  return true;
+}
+
 void StoreParams(Codec codec, const Params& p, uint8_t* out) {
   size_t o = 0;
   auto f32 = [&](float v) {
@@ -876,8 +948,10 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
     // but jump, so dst would otherwise miss the cache on most entries.
     thread_local std::vector<wire::Entry> scratch;
     scratch.resize(p.selected);
-    wire::EntrySink collect{scratch.data(), h.codec, p};
-    ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, collect));
+    if (!wire::FastSparseEntries(bytes, h, p, scratch.data())) {
+      wire::EntrySink collect{scratch.data(), h.codec, p};
+      ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, collect));
+    }
     float* out = dst.data();
     const wire::Entry* e = scratch.data();
     const size_t count = scratch.size();

@@ -23,6 +23,7 @@
 #include "adacomp/codec.h"
 #include "adacomp/status.h"
 #include "core/bit_io.h"
+#include "core/endian.h"
 
 namespace adacomp::wire {
 
@@ -110,28 +111,73 @@ size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int va
 template <typename NegativeFn>
 void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
                      IndexCode code, bool signs, NegativeFn negative) {
-  internal::BitWriter w(begin, end);
+  // Each entry's code (unary part, low bits, sign) is assembled into one
+  // word when it is at most 56 bits long (nearly always) and appended with
+  // one unaligned 8-byte store; longer codes go through the general writer.
+  // acc holds fewer than 8 pending bits between entries.
   const int k = code.k;
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  const bool rice = code.family == IndexFamily::kRice;
+  const int sign_bits = signs ? 1 : 0;
+  uint8_t* p = begin;
+  uint64_t acc = 0;
+  int fill = 0;
+  auto put = [&](uint64_t v, int n) {  // n <= 56, v < 2^n
+    acc |= v << fill;
+    fill += n;
+    if (end - p >= 8) {
+      internal::StoreU64(p, acc);
+    } else {
+      for (int i = 0; i < (fill + 7) / 8; ++i) p[i] = static_cast<uint8_t>(acc >> (8 * i));
+    }
+    const int bytes = fill >> 3;
+    p += bytes;
+    acc = bytes == 8 ? 0 : acc >> (8 * bytes);
+    fill &= 7;
+  };
   uint64_t next = 0;  // smallest index the next entry may have
   for (size_t j = 0; j < indices.size(); ++j) {
     const uint64_t gap = indices[j] - next;
     next = uint64_t{indices[j]} + 1;
-    if (code.family == IndexFamily::kRice) {
-      w.PutZeros(gap >> k);
-      w.Put(1, 1);
+    const uint64_t sign = signs && negative(j) ? 1 : 0;
+    uint64_t prefix_len, prefix;  // the part before the k low bits
+    if (rice) {
+      prefix_len = (gap >> k) + 1;
+      prefix = prefix_len <= 56 ? uint64_t{1} << (prefix_len - 1) : 0;
     } else {
       const uint64_t v = (gap >> k) + 1;
       const int b = std::bit_width(v) - 1;
-      w.PutZeros(static_cast<uint64_t>(b));
-      w.Put(1, 1);
-      w.Put(v & ((uint64_t{1} << b) - 1), b);
+      prefix_len = 2 * static_cast<uint64_t>(b) + 1;
+      prefix = prefix_len <= 56 ? ((v & ((uint64_t{1} << b) - 1)) << (b + 1)) | (uint64_t{1} << b)
+                                : 0;
     }
-    w.Put(gap & low_mask, k);
-    if (signs) w.Put(negative(j) ? 1 : 0, 1);
+    const uint64_t total = prefix_len + static_cast<uint64_t>(k + sign_bits);
+    if (total <= 56) {
+      put(prefix | ((gap & low_mask) << prefix_len) | (sign << (prefix_len + k)),
+          static_cast<int>(total));
+      continue;
+    }
+    // Long code: the same bits in pieces.
+    if (rice) {
+      for (uint64_t z = prefix_len - 1; z > 0;) {
+        const int piece = static_cast<int>(z < 56 ? z : 56);
+        put(0, piece);
+        z -= static_cast<uint64_t>(piece);
+      }
+      put(1, 1);
+    } else {
+      const uint64_t v = (gap >> k) + 1;
+      const int b = std::bit_width(v) - 1;
+      put(0, b);  // b <= 32
+      put(1, 1);
+      put(v & ((uint64_t{1} << b) - 1), b);
+    }
+    put(gap & low_mask, k);  // k <= 31
+    if (signs) put(sign, 1);
   }
-  [[maybe_unused]] uint8_t* stop = w.Finish();
-  assert(stop == end);
+  if (fill > 0) *p++ = static_cast<uint8_t>(acc);
+  assert(p == end);
+  (void)end;
 }
 
 // ---- Reading ---------------------------------------------------------------
