@@ -117,6 +117,16 @@ struct TrainOptions {
   std::vector<NanInjection> inject_nan;
   int64_t stop_after_steps = 0;  // > 0: return after this many steps (simulates a kill)
   bool keep_weights = false;     // fill TrainSummary::weights
+  // Failure-test hooks (hidden CLI options --test-kill-rank, --test-corrupt-frame).
+  // Learner kill_rank raises SIGKILL (ending its whole process) as it starts
+  // the 0-based step kill_at_step. Learner corrupt_rank flips one byte of its
+  // compressed message of the 0-based step corrupt_at_step after encoding it,
+  // so every learner's decode of it fails (ignored with the dense codec,
+  // which sends no frames). -1 = off.
+  int kill_rank = -1;
+  int64_t kill_at_step = 0;
+  int corrupt_rank = -1;
+  int64_t corrupt_at_step = 0;
   // Callbacks (rank 0 only).
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const EpochMetrics&)> on_epoch;

@@ -9,6 +9,7 @@
 // reentrant and bit-identical.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -72,8 +73,71 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
   return c;
 }
 
+// onebit, pass 1 (read only): G = r + g; for lane l = j % 4 (the tail, j >=
+// n - n % 4, goes to lane 0) pos[l] += G where G >= 0 (or -0), neg[l] += G
+// where G < 0, in double, in element order; *neg_n += count of G < 0.
+// Returns false if some G is not finite (sums then meaningless).
+inline bool OneBitSumsScalar(const float* r, const float* g, size_t n, double* pos, double* neg,
+                             uint64_t* neg_n) {
+  uint32_t acc = 0;
+  uint64_t cnt = 0;
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    for (int l = 0; l < 4; ++l) {
+      const float G = r[j + l] + g[j + l];
+      acc |= (std::bit_cast<uint32_t>(G) & 0x7FFFFFFFu) + 0x00800000u;
+      const bool minus = G < 0.0f;
+      neg[l] += minus ? static_cast<double>(G) : 0.0;
+      pos[l] += minus ? 0.0 : static_cast<double>(G);
+      cnt += minus;
+    }
+  }
+  for (; j < n; ++j) {
+    const float G = r[j] + g[j];
+    acc |= (std::bit_cast<uint32_t>(G) & 0x7FFFFFFFu) + 0x00800000u;
+    const bool minus = G < 0.0f;
+    neg[0] += minus ? static_cast<double>(G) : 0.0;
+    pos[0] += minus ? 0.0 : static_cast<double>(G);
+    cnt += minus;
+  }
+  *neg_n += cnt;
+  return (acc & 0x80000000u) == 0;
+}
+
+// onebit, pass 2: G = r + g; bit j of bits (ceil(n / 8) bytes, padding
+// zero) = G < 0; r = G - (G < 0 ? neg_mean : pos_mean).
+inline void OneBitApplyScalar(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
+                              uint8_t* bits) {
+  for (size_t b = 0; b * 8 < n; ++b) {
+    unsigned byte = 0;
+    for (size_t j = 8 * b; j < n && j < 8 * b + 8; ++j) {
+      const float G = r[j] + g[j];
+      const bool minus = G < 0.0f;
+      byte |= static_cast<unsigned>(minus) << (j % 8);
+      r[j] = G - (minus ? neg_mean : pos_mean);
+    }
+    bits[b] = static_cast<uint8_t>(byte);
+  }
+}
+
+// threshold: appends to idx every j with |g[j]| >= tau (increasing);
+// returns the count. idx needs room for n + 8.
+inline size_t CompactAtLeastScalar(const float* g, size_t n, float tau, uint32_t* idx) {
+  size_t c = 0;
+  for (size_t j = 0; j < n; ++j) {
+    idx[c] = static_cast<uint32_t>(j);
+    c += std::fabs(g[j]) >= tau;
+  }
+  return c;
+}
+
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
 #define ADACOMP_HAVE_AVX2_KERNELS 1
+bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
+                    uint64_t* neg_n);
+void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
+                     uint8_t* bits);
+size_t CompactAtLeastAvx2(const float* g, size_t n, float tau, uint32_t* idx);
 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
                        size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
                        float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
@@ -82,5 +146,11 @@ size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin, size_t fi
 
 // The fastest kernel this CPU runs.
 FusedSelectFn BestFusedSelect();
+// Dispatching versions of the baselines' kernels.
+bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
+                uint64_t* neg_n);
+void OneBitApply(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
+                 uint8_t* bits);
+size_t CompactAtLeast(const float* g, size_t n, float tau, uint32_t* idx);
 
 }  // namespace adacomp::internal

@@ -167,13 +167,104 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
   return c;
 }
 
+ADACOMP_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos,
+                                  double* neg, uint64_t* neg_n) {
+  // One 4-lane double accumulator per side: lane l sums elements j + l, in
+  // order, exactly as the scalar twin.
+  __m256d p = _mm256_loadu_pd(pos), q = _mm256_loadu_pd(neg);
+  const __m256d zero = _mm256_setzero_pd();
+  const __m128i abs_mask = _mm_set1_epi32(0x7FFFFFFF);
+  const __m128i bias = _mm_set1_epi32(0x00800000);
+  __m128i acc = _mm_setzero_si128();
+  uint64_t cnt = 0;
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const __m128 G = _mm_add_ps(_mm_loadu_ps(r + j), _mm_loadu_ps(g + j));
+    acc = _mm_or_si128(acc, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(G), abs_mask), bias));
+    const __m256d d = _mm256_cvtps_pd(G);
+    const __m256d minus = _mm256_cmp_pd(d, zero, _CMP_LT_OQ);
+    q = _mm256_add_pd(q, _mm256_and_pd(minus, d));
+    p = _mm256_add_pd(p, _mm256_andnot_pd(minus, d));
+    cnt += static_cast<uint64_t>(std::popcount(static_cast<unsigned>(_mm256_movemask_pd(minus))));
+  }
+  _mm256_storeu_pd(pos, p);
+  _mm256_storeu_pd(neg, q);
+  *neg_n += cnt;
+  const bool ok = _mm_movemask_ps(_mm_castsi128_ps(acc)) == 0;
+  // The tail into lane 0, as the scalar twin does.
+  double p0[4] = {pos[0], 0, 0, 0}, q0[4] = {neg[0], 0, 0, 0};
+  const bool tail_ok = OneBitSumsScalar(r + j, g + j, n - j, p0, q0, neg_n);
+  pos[0] = p0[0];
+  neg[0] = q0[0];
+  return ok && tail_ok;
+}
+
+ADACOMP_AVX2 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean,
+                                  float neg_mean, uint8_t* bits) {
+  const __m256 vp = _mm256_set1_ps(pos_mean), vn = _mm256_set1_ps(neg_mean);
+  const __m256 zero = _mm256_setzero_ps();
+  size_t b = 0;
+  for (; 8 * b + 8 <= n; ++b) {
+    const __m256 G = _mm256_add_ps(_mm256_loadu_ps(r + 8 * b), _mm256_loadu_ps(g + 8 * b));
+    const __m256 minus = _mm256_cmp_ps(G, zero, _CMP_LT_OQ);
+    _mm256_storeu_ps(r + 8 * b, _mm256_sub_ps(G, _mm256_blendv_ps(vp, vn, minus)));
+    bits[b] = static_cast<uint8_t>(_mm256_movemask_ps(minus));
+  }
+  if (8 * b < n) OneBitApplyScalar(r + 8 * b, g + 8 * b, n - 8 * b, pos_mean, neg_mean, bits + b);
+}
+
+ADACOMP_AVX2 size_t CompactAtLeastAvx2(const float* g, size_t n, float tau, uint32_t* idx) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 vt = _mm256_set1_ps(tau);
+  size_t c = 0, j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 a = _mm256_and_ps(abs_mask, _mm256_loadu_ps(g + j));
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(a, vt, _CMP_GE_OQ));
+    const __m256i lanes =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompact.e[mask])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + c),
+                        _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(j)), lanes));
+    c += static_cast<size_t>(std::popcount(static_cast<unsigned>(mask)));
+  }
+  const size_t t = CompactAtLeastScalar(g + j, n - j, tau, idx + c);
+  for (size_t e = c; e < c + t; ++e) idx[e] += static_cast<uint32_t>(j);
+  return c + t;
+}
+
 FusedSelectFn BestFusedSelect() {
   return CpuHasAvx2() ? &FusedSelectAvx2 : &FusedSelectScalar;
+}
+bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
+                uint64_t* neg_n) {
+  return CpuHasAvx2() ? OneBitSumsAvx2(r, g, n, pos, neg, neg_n)
+                      : OneBitSumsScalar(r, g, n, pos, neg, neg_n);
+}
+void OneBitApply(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
+                 uint8_t* bits) {
+  if (CpuHasAvx2()) {
+    OneBitApplyAvx2(r, g, n, pos_mean, neg_mean, bits);
+  } else {
+    OneBitApplyScalar(r, g, n, pos_mean, neg_mean, bits);
+  }
+}
+size_t CompactAtLeast(const float* g, size_t n, float tau, uint32_t* idx) {
+  return CpuHasAvx2() ? CompactAtLeastAvx2(g, n, tau, idx) : CompactAtLeastScalar(g, n, tau, idx);
 }
 
 #else
 
 FusedSelectFn BestFusedSelect() { return &FusedSelectScalar; }
+bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
+                uint64_t* neg_n) {
+  return OneBitSumsScalar(r, g, n, pos, neg, neg_n);
+}
+void OneBitApply(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
+                 uint8_t* bits) {
+  OneBitApplyScalar(r, g, n, pos_mean, neg_mean, bits);
+}
+size_t CompactAtLeast(const float* g, size_t n, float tau, uint32_t* idx) {
+  return CompactAtLeastScalar(g, n, tau, idx);
+}
 
 #endif
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "compress/common.h"
-#include "compress/kernels.h"
+#include "compress/fused.h"
 #include "wire/frame.h"
 
 namespace adacomp::internal {
@@ -13,33 +13,24 @@ namespace {
 class OneBitCompressor final : public Compressor {
  public:
   OneBitCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
-      : Compressor(c, id, n), residue_(n, 0.0f), g_(n) {}
+      : Compressor(c, id, n), residue_(n, 0.0f) {}
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
-    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
-    ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
-    const size_t n = g_.size();
-    // Sums in double over four interleaved partial sums (vectorizes; the
-    // float mean equals the one of a sequential sum up to double rounding).
+    if (grad.size() != elements()) return CheckGradient(grad, elements());
+    const size_t n = residue_.size();
+    float* r = residue_.data();
+    const float* g = grad.data();
+    // Pass 1 (read only): the sums of G = R + dW by side, in double over four
+    // interleaved partial sums (lane j % 4, the float mean equals the one of
+    // a sequential sum up to double rounding), and a check that every G is
+    // finite, so a bad gradient is rejected before anything changes.
     double pos_sum[4] = {0, 0, 0, 0}, neg_sum[4] = {0, 0, 0, 0};
     uint64_t neg_n = 0;
-    size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      for (int l = 0; l < 4; ++l) {
-        const double v = g_[j + l];
-        const bool neg = g_[j + l] < 0.0f;
-        neg_sum[l] += neg ? v : 0.0;
-        pos_sum[l] += neg ? 0.0 : v;
-        neg_n += neg;
-      }
-    }
-    for (; j < n; ++j) {
-      const double v = g_[j];
-      const bool neg = g_[j] < 0.0f;
-      neg_sum[0] += neg ? v : 0.0;
-      pos_sum[0] += neg ? 0.0 : v;
-      neg_n += neg;
+    if (!OneBitSums(r, g, n, pos_sum, neg_sum, &neg_n)) {
+      ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
+      return Status::InvalidArgument(
+          "residue + gradient overflows float32 (gradient values near 3.4e38)");
     }
     const double pos_total = (pos_sum[0] + pos_sum[1]) + (pos_sum[2] + pos_sum[3]);
     const double neg_total = (neg_sum[0] + neg_sum[1]) + (neg_sum[2] + neg_sum[3]);
@@ -51,11 +42,9 @@ class OneBitCompressor final : public Compressor {
     const size_t start = frame->size();
     const size_t at = wire::BeginFrame(frame, Codec::kOneBit, tensor_id(), n, p, payload);
     uint8_t* dst = frame->data() + at;  // zero-filled by BeginFrame
-    NegativeBits(g_.data(), n, dst);
-    const float pos = p.scale, negm = p.scale2;
-    for (size_t e = 0; e < n; ++e) g_[e] -= g_[e] < 0.0f ? negm : pos;
+    // Pass 2: the sign bits and R = G - (dequantized G), fused.
+    OneBitApply(r, g, n, p.scale, p.scale2, dst);
     wire::FinishFrame(frame, start);
-    residue_.swap(g_);
     if (stats) {
       *stats = CompressStats{};
       stats->elements = n;
@@ -76,7 +65,6 @@ class OneBitCompressor final : public Compressor {
 
  private:
   std::vector<float> residue_;
-  std::vector<float> g_;
   uint64_t step_ = 0;
 };
 

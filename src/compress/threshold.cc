@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "compress/common.h"
+#include "compress/fused.h"
 #include "wire/frame.h"
 
 namespace adacomp::internal {
@@ -17,33 +18,30 @@ class ThresholdCompressor final : public Compressor {
     ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
     ADACOMP_RETURN_IF_ERROR(ResidualGradient(residue_, grad, g_));
     const size_t n = g_.size();
-    // Branch-free compaction into a scratch sized N, then trimmed.
-    selected_.resize(n);
-    size_t c = 0;
-    for (size_t j = 0; j < n; ++j) {
-      selected_[c] = static_cast<uint32_t>(j);
-      c += std::fabs(g_[j]) >= tau_;
-    }
-    selected_.resize(c);
+    // Branch-free compaction (8 lanes at a time with AVX2) into a scratch
+    // sized N + 8, grown once.
+    if (scratch_.size() < n + 8) scratch_.resize(n + 8);
+    const size_t c = CompactAtLeast(g_.data(), n, tau_, scratch_.data());
+    const std::span<const uint32_t> selected(scratch_.data(), c);
     wire::Params p;
-    p.selected = selected_.size();
+    p.selected = selected.size();
     p.scale = tau_;
-    p.code = wire::ChooseIndexCode(selected_);
+    p.code = wire::ChooseIndexCode(selected);
     const size_t payload =
-        wire::SparsePayloadBytes(p.selected, wire::IndexCodeBits(selected_, p.code), true, 0);
+        wire::SparsePayloadBytes(p.selected, wire::IndexCodeBits(selected, p.code), true, 0);
     const size_t start = frame->size();
     const size_t at = wire::BeginFrame(frame, Codec::kThreshold, tensor_id(), n, p, payload);
     uint8_t* dst = frame->data() + at;
-    wire::WriteSparseBits(dst, dst + payload, selected_, p.code, true,
-                          [&](size_t e) { return g_[selected_[e]] < 0.0f; });
+    wire::WriteSparseBits(dst, dst + payload, selected, p.code, true,
+                          [&](size_t e) { return g_[selected[e]] < 0.0f; });
     wire::FinishFrame(frame, start);
     residue_.swap(g_);
     // R = G - sign(G) * tau (G != 0 here), branch-free.
-    for (uint32_t j : selected_) residue_[j] -= std::copysign(tau_, residue_[j]);
+    for (uint32_t j : selected) residue_[j] -= std::copysign(tau_, residue_[j]);
     if (stats) {
       *stats = CompressStats{};
       stats->elements = n;
-      stats->selected = selected_.size();
+      stats->selected = selected.size();
       stats->frame_bytes = frame->size() - start;
     }
     ++step_;
@@ -62,7 +60,7 @@ class ThresholdCompressor final : public Compressor {
   float tau_;
   std::vector<float> residue_;
   std::vector<float> g_;
-  std::vector<uint32_t> selected_;
+  std::vector<uint32_t> scratch_;  // selected indices (+ slack)
   uint64_t step_ = 0;
 };
 

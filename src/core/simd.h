@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace adacomp::internal {
 
@@ -63,7 +64,37 @@ inline GapStats GapStatsScalar(const uint32_t* idx, size_t c) {
   return st;
 }
 
+// Decoding dense and onebit payloads (bytes at any alignment, little-endian
+// f32 / bit i of byte i / 8):
+// the largest (bits & 0x7FFFFFFF) of n f32 values (>= 0x7F800000 iff one
+// is Inf or NaN);
+inline uint32_t MaxAbsBitsBytesScalar(const uint8_t* src, size_t n) {
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, src + 4 * i, 4);
+    b &= 0x7FFFFFFFu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+// dst[i] += f32 value i;
+inline void AddFloatsFromBytesScalar(float* dst, const uint8_t* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, src + 4 * i, 4);
+    dst[i] += v;
+  }
+}
+// dst[i] += bit i ? neg : pos.
+inline void AddSignBitsScalar(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
+  for (size_t i = 0; i < n; ++i) dst[i] += (bits[i / 8] >> (i % 8)) & 1 ? neg : pos;
+}
+
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n);
+void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n);
+void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos, float neg);
 GapStats GapStatsAvx2(const uint32_t* idx, size_t c);
 uint32_t MaxAbsBitsAvx2(const float* v, size_t n);
 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k);
@@ -75,5 +106,8 @@ uint32_t MaxAbsBitsFast(const float* v, size_t n);
 uint64_t RiceSum(const uint32_t* idx, size_t c, int k);
 uint64_t EgSum(const uint32_t* idx, size_t c, int k);
 GapStats ComputeGapStats(const uint32_t* idx, size_t c);
+uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n);
+void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n);
+void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg);
 
 }  // namespace adacomp::internal

@@ -140,6 +140,65 @@ ADACOMP_AVX2 GapStats GapStatsAvx2(const uint32_t* idx, size_t c) {
   return st;
 }
 
+ADACOMP_AVX2 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i + 32));
+    m0 = _mm256_max_epi32(m0, _mm256_and_si256(a, abs_mask));
+    m1 = _mm256_max_epi32(m1, _mm256_and_si256(b, abs_mask));
+  }
+  m0 = _mm256_max_epi32(m0, m1);
+  alignas(32) uint32_t l[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), m0);
+  uint32_t m = MaxAbsBitsBytesScalar(src + 4 * i, n - i);
+  for (uint32_t x : l) m = x > m ? x : m;
+  return m;
+}
+
+ADACOMP_AVX2 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_castsi256_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i)));
+    _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), v));
+  }
+  AddFloatsFromBytesScalar(dst + i, src + 4 * i, n - i);
+}
+
+ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos,
+                                  float neg) {
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 vp = _mm256_set1_ps(pos), vn = _mm256_set1_ps(neg);
+  size_t b = 0;
+  for (; 8 * b + 8 <= n; ++b) {
+    const __m256i m = _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(bits[b]), lane_bit), lane_bit);
+    const __m256 v = _mm256_blendv_ps(vp, vn, _mm256_castsi256_ps(m));
+    _mm256_storeu_ps(dst + 8 * b, _mm256_add_ps(_mm256_loadu_ps(dst + 8 * b), v));
+  }
+  if (8 * b < n) AddSignBitsScalar(dst + 8 * b, bits + b, n - 8 * b, pos, neg);
+}
+
+uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n) {
+  return CpuHasAvx2() ? MaxAbsBitsBytesAvx2(src, n) : MaxAbsBitsBytesScalar(src, n);
+}
+void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n) {
+  if (CpuHasAvx2()) {
+    AddFloatsFromBytesAvx2(dst, src, n);
+  } else {
+    AddFloatsFromBytesScalar(dst, src, n);
+  }
+}
+void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
+  if (CpuHasAvx2()) {
+    AddSignBitsAvx2(dst, bits, n, pos, neg);
+  } else {
+    AddSignBitsScalar(dst, bits, n, pos, neg);
+  }
+}
 GapStats ComputeGapStats(const uint32_t* idx, size_t c) {
   return CpuHasAvx2() ? GapStatsAvx2(idx, c) : GapStatsScalar(idx, c);
 }
@@ -160,6 +219,13 @@ uint32_t MaxAbsBitsFast(const float* v, size_t n) { return MaxAbsBitsScalar(v, n
 uint64_t RiceSum(const uint32_t* idx, size_t c, int k) { return RiceSumScalar(idx, c, k); }
 uint64_t EgSum(const uint32_t* idx, size_t c, int k) { return EgSumScalar(idx, c, k); }
 GapStats ComputeGapStats(const uint32_t* idx, size_t c) { return GapStatsScalar(idx, c); }
+uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n) { return MaxAbsBitsBytesScalar(src, n); }
+void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n) {
+  AddFloatsFromBytesScalar(dst, src, n);
+}
+void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
+  AddSignBitsScalar(dst, bits, n, pos, neg);
+}
 
 #endif
 

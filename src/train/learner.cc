@@ -23,6 +23,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -371,6 +372,7 @@ class Learner {
   Status Resume();
   Status SaveCheckpoint();
   Status DoStep(int64_t step, StepMetrics* m);
+  void TestHookNote(const char* what, int64_t step) const;
   Status Evaluate(double* accuracy, double* loss);
   void Message(const std::string& m) const {
     if (rank_ != 0) return;
@@ -760,6 +762,16 @@ void Learner::ApplyUpdate(double lr) {
   }
 }
 
+// Failure-test hooks say what they do and when (wall clock, seconds since the
+// epoch), so a test can measure how long the job takes to stop.
+void Learner::TestHookNote(const char* what, int64_t step) const {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "adacomp: test hook: learner %d %s at step %lld (t=%.3f)\n", rank_, what,
+               static_cast<long long>(step), now);
+  std::fflush(stderr);
+}
+
 Status Learner::DoStep(int64_t step, StepMetrics* m) {
   const int64_t b = o_.batch_size / p_;
   const int64_t epoch = step / steps_per_epoch_;
@@ -774,6 +786,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   m->lr = lr;
   auto step_start = Clock::now();
   Timing t;
+  if (rank_ == o_.kill_rank && step == o_.kill_at_step) {
+    TestHookNote("kills itself (SIGKILL)", step);
+    std::raise(SIGKILL);
+  }
 
   // Compute this learner's gradient.
   int32_t bad_tensor = -1;
@@ -897,6 +913,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
         if (!st.ok()) return st.WithContext("compressing " + model_.params[k].name);
       }
       t.compress = Since(t2);
+    }
+    if (rank_ == o_.corrupt_rank && step == o_.corrupt_at_step && !message_.empty()) {
+      TestHookNote("flips one byte of its message", step);
+      message_[message_.size() / 2] ^= 0x10;  // a frame damaged in transit
     }
     auto t3 = Clock::now();
     ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(message_, &gathered_));

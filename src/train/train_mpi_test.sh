@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `adacomp train` under mpirun (one learner per process) must end with exactly
-# the weights of the same run with in-process learners, for AdaComp and dense,
-# and resume across the two.
+# the weights of the same run with in-process learners, for P = 2 and P = 4,
+# for AdaComp and dense; rank 0 alone writes the metrics (with the per-step
+# time split) and the summary; and a checkpoint written under MPI resumes
+# in-process to the uninterrupted run's digest.
 # Usage: train_mpi_test.sh MPIRUN PATH/TO/adacomp
 set -u
 MPIRUN="$1"
@@ -11,37 +13,73 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 fi
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
+# Loopback only: shared memory between the ranks, the launcher on lo.
 MPI_FLAGS=(--oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader
            --mca btl_vader_single_copy_mechanism none --mca oob_tcp_if_include lo)
-common=(--learners 2 --batch-size 32 --train-limit 512 --test-limit 200 -q)
+common=(--batch-size 32 --train-limit 512 --test-limit 200 -q)
 fail=0
-digest() { grep '"weights_sha256"' "$1" | head -1; }
+digest() { grep -o '"weights_sha256": "[0-9a-f]*"' "$1" 2>/dev/null | head -1 | grep -o '[0-9a-f]\{64\}'; }
+# Every run is bounded: a hung job fails the test instead of stalling CI.
+mpi() { timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" "$@"; }
+inproc() { timeout -k 5 120 "$ADACOMP" "$@"; }
 
-for codec in adacomp dense; do
-  "$ADACOMP" train "${common[@]}" --steps 6 --compressor "$codec" --summary-out "$TMP/in.json" \
-    >/dev/null 2>"$TMP/err" || { echo "FAIL: in-process run"; cat "$TMP/err"; fail=1; }
-  "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" --steps 6 --compressor "$codec" \
-    --summary-out "$TMP/mpi.json" >"$TMP/out" 2>"$TMP/err" \
-    || { echo "FAIL: mpirun run ($codec)"; cat "$TMP/out" "$TMP/err"; fail=1; }
-  a=$(digest "$TMP/in.json"); b=$(digest "$TMP/mpi.json")
-  if [ -z "$a" ] || [ "$a" != "$b" ]; then
-    echo "FAIL: $codec: in-process $a, MPI $b"; fail=1
-  else
-    echo "ok: $codec: MPI run equals in-process run ($a)"
-  fi
+for np in 2 4; do
+  for codec in adacomp dense; do
+    extra=()
+    if [ "$codec" = adacomp ]; then
+      extra=(--log-every 2 --metrics-out "$TMP/m$np.jsonl")
+    fi
+    inproc train "${common[@]}" --learners "$np" --steps 6 --compressor "$codec" \
+      --summary-out "$TMP/in.json" >/dev/null 2>"$TMP/err" \
+      || { echo "FAIL: in-process run (P=$np, $codec)"; cat "$TMP/err"; fail=1; }
+    rm -f "$TMP/mpi.json"
+    mpi -np "$np" "$ADACOMP" train "${common[@]}" --steps 6 --compressor "$codec" "${extra[@]}" \
+      --summary-out "$TMP/mpi.json" >"$TMP/out" 2>"$TMP/err" \
+      || { echo "FAIL: mpirun -np $np run ($codec)"; cat "$TMP/out" "$TMP/err"; fail=1; }
+    a=$(digest "$TMP/in.json"); b=$(digest "$TMP/mpi.json")
+    if [ -z "$a" ] || [ "$a" != "$b" ]; then
+      echo "FAIL: P=$np $codec: in-process $a, MPI $b"; fail=1
+    else
+      echo "ok: P=$np $codec: MPI run equals in-process run ($a)"
+    fi
+    if [ "$codec" != adacomp ]; then continue; fi
+
+    # Rank 0 alone writes: one summary table, one metrics line per logged
+    # step (steps 2, 4, 6), each with the five-phase time split.
+    n=$(grep -c '== adacomp train summary ==' "$TMP/out")
+    [ "$n" = 1 ] || { echo "FAIL: P=$np: $n summary tables on stdout (want 1)"; fail=1; }
+    grep -Eq 'per learner +compute [0-9.]+ s, compress [0-9.]+ s, communicate [0-9.]+ s, decompress [0-9.]+ s, update [0-9.]+ s' \
+      "$TMP/out" || { echo "FAIL: P=$np: no per-phase timing in the summary table"; fail=1; }
+    for key in compute compress communicate decompress update; do
+      grep -Eq "\"${key}_seconds\": [0-9]" "$TMP/mpi.json" \
+        || { echo "FAIL: P=$np: ${key}_seconds missing from --summary-out"; fail=1; }
+    done
+    lines=$(wc -l <"$TMP/m$np.jsonl" 2>/dev/null || echo 0)
+    steps=$(grep -o '"step":[0-9]*,"time"' "$TMP/m$np.jsonl" 2>/dev/null | tr -dc '0-9\n' | paste -sd, -)
+    timed=$(grep -cE '"time":\{"communicate":[0-9.e-]+,"compress":[0-9.e-]+,"compute":[0-9.e-]+,"decompress":[0-9.e-]+,"step":[0-9.e-]+,"update":[0-9.e-]+\}' \
+      "$TMP/m$np.jsonl" 2>/dev/null)
+    if [ "$lines" != 3 ] || [ "$steps" != "2,4,6" ] || [ "$timed" != 3 ]; then
+      echo "FAIL: P=$np: --metrics-out has $lines lines (steps $steps, $timed with the time split); want 3 (2,4,6)"
+      cat "$TMP/m$np.jsonl"; fail=1
+    else
+      echo "ok: P=$np: rank 0 alone wrote the metrics (steps $steps) with compute/compress/communicate/decompress/update times"
+    fi
+  done
 done
 
 # Interrupted under MPI after a checkpoint, resumed in-process: same digest.
-"$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" --steps 6 --checkpoint-dir "$TMP/ck" \
+mpi -np 2 "$ADACOMP" train "${common[@]}" --steps 6 --checkpoint-dir "$TMP/ck" \
   --checkpoint-every 3 --stop-after-steps 4 >/dev/null 2>"$TMP/err" \
   || { echo "FAIL: mpirun checkpoint run"; cat "$TMP/err"; fail=1; }
-"$ADACOMP" train "${common[@]}" --steps 6 --checkpoint-dir "$TMP/ck" --resume \
+inproc train "${common[@]}" --learners 2 --steps 6 --checkpoint-dir "$TMP/ck" --resume \
   --summary-out "$TMP/res.json" >/dev/null 2>"$TMP/err" \
   || { echo "FAIL: resume"; cat "$TMP/err"; fail=1; }
-"$ADACOMP" train "${common[@]}" --steps 6 --summary-out "$TMP/full.json" >/dev/null 2>&1
+inproc train "${common[@]}" --learners 2 --steps 6 --summary-out "$TMP/full.json" >/dev/null 2>&1
 a=$(digest "$TMP/full.json"); b=$(digest "$TMP/res.json")
 if [ -z "$a" ] || [ "$a" != "$b" ]; then
   echo "FAIL: MPI checkpoint resumed in-process: $b, uninterrupted $a"; fail=1
+elif ! grep -q '"resumed_from_step": 3' "$TMP/res.json"; then
+  echo "FAIL: the resumed run did not start from the step-3 checkpoint"; fail=1
 else
   echo "ok: checkpoint written under MPI resumes in-process to the same digest"
 fi

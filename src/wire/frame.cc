@@ -421,7 +421,7 @@ bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Pa
   const size_t nbytes = h.payload_bytes - bits_offset;
   const uint64_t total_bits = uint64_t{nbytes} * 8;
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
-  const float plus = p.scale, minus = -p.scale;
+  const uint32_t scale_bits = std::bit_cast<uint32_t>(p.scale);
   uint64_t pos = 0, next = 0;
   for (uint64_t j = 0; j < count; ++j) {
     if (pos > total_bits) return false;
@@ -462,7 +462,9 @@ bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Pa
       if (!internal::HalfIsFinite(half)) return false;
       v = internal::HalfToFloat(half);
     } else {
-      v = signs && ((w >> (len + k)) & 1) ? minus : plus;
+      // +-scale, branch-free (the sign is random; -scale flips the sign bit).
+      const uint32_t neg = signs ? static_cast<uint32_t>((w >> (len + k)) & 1) : 0u;
+      v = std::bit_cast<float>(scale_bits | (neg << 31));
     }
     out[j] = Entry{static_cast<uint32_t>(index), v};
   }
@@ -955,11 +957,25 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
     float* out = dst.data();
     const wire::Entry* e = scratch.data();
     const size_t count = scratch.size();
-    constexpr size_t kAhead = 16;
+    constexpr size_t kAhead = 32;
     for (size_t j = 0; j < count; ++j) {
       if (j + kAhead < count) __builtin_prefetch(out + e[j + kAhead].index, 1);
       out[e[j].index] += e[j].value;
     }
+    if (info) *info = MakeInfo(h, p, 0);
+    return Status::OK();
+  }
+  // Dense and onebit: a vector validation pass, then a vector add (the
+  // walker below only runs to name the error).
+  const uint8_t* payload = bytes.data() + h.payload_offset;
+  const size_t n = static_cast<size_t>(h.elements);
+  if (h.codec == Codec::kDense && internal::MaxAbsBitsBytes(payload, n) < 0x7F800000u) {
+    internal::AddFloatsFromBytes(dst.data(), payload, n);
+    if (info) *info = MakeInfo(h, p, 0);
+    return Status::OK();
+  }
+  if (h.codec == Codec::kOneBit && (n % 8 == 0 || (payload[n / 8] >> (n % 8)) == 0)) {
+    internal::AddSignBits(dst.data(), payload, n, p.scale, p.scale2);
     if (info) *info = MakeInfo(h, p, 0);
     return Status::OK();
   }

@@ -33,6 +33,7 @@ struct TrainArgs {
   std::string lr_decay_epochs;
   std::string summary_out;
   std::vector<std::string> inject_nan;
+  std::string test_kill_rank, test_corrupt_frame;
   bool quiet = false;
   CLI::Option* epochs_opt = nullptr;
   CLI::Option* learners_opt = nullptr;
@@ -70,6 +71,19 @@ std::string RatesLine(const std::optional<double> (&rate)[kLayerTypeCount], doub
     s += std::string(LayerTypeName(static_cast<LayerType>(t))) + " " + RateText(rate[t]) + ", ";
   }
   return s + "end-to-end " + Fmt(e2e, "%.1fx");
+}
+
+// "R:STEP" -> (R, STEP), both >= 0; false when malformed.
+bool ParseRankStep(const std::string& text, int* rank, int64_t* step) {
+  int r = 0;
+  long long st = 0;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%d:%lld%c", &r, &st, &extra) != 2 || r < 0 || st < 0) {
+    return false;
+  }
+  *rank = r;
+  *step = st;
+  return true;
 }
 
 // "2,4" -> {2, 4}
@@ -116,6 +130,15 @@ int RunTrain(TrainArgs& a) {
     inj.learner = l;
     inj.tensor = t;
     o.inject_nan.push_back(inj);
+  }
+  if (!a.test_kill_rank.empty() &&
+      !ParseRankStep(a.test_kill_rank, &o.kill_rank, &o.kill_at_step)) {
+    return Fail(kCmd, kExitBadUsage, "--test-kill-rank: '" + a.test_kill_rank + "' is not RANK:STEP");
+  }
+  if (!a.test_corrupt_frame.empty() &&
+      !ParseRankStep(a.test_corrupt_frame, &o.corrupt_rank, &o.corrupt_at_step)) {
+    return Fail(kCmd, kExitBadUsage,
+                "--test-corrupt-frame: '" + a.test_corrupt_frame + "' is not RANK:STEP");
   }
   // Under mpirun: one learner per process over MPI; otherwise P threads here.
   std::unique_ptr<Communicator> mpi;
@@ -325,6 +348,14 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       ->group("");
   app->add_option("--stop-after-steps", o.stop_after_steps,
                   "return after N steps without finishing (test hook)")
+      ->group("");
+  app->add_option("--test-kill-rank", args->test_kill_rank,
+                  "RANK:STEP: that learner's process kills itself (SIGKILL) as it starts the "
+                  "0-based STEP (test hook)")
+      ->group("");
+  app->add_option("--test-corrupt-frame", args->test_corrupt_frame,
+                  "RANK:STEP: that learner flips one byte of its message at the 0-based STEP "
+                  "(test hook; not with dense)")
       ->group("");
   Command c;
   c.app = app;

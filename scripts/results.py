@@ -1,0 +1,458 @@
+#!/usr/bin/python3
+"""Runs the result set of issue 3 (SPEC section 7) and writes docs/results.md.
+
+Each configuration is one `adacomp train ... --summary-out results/ID.json`
+run; the script adds a "run" object (command line, elapsed time, date) to the
+summary it keeps. docs/results.md is generated from results/*.json only, so it
+can be regenerated without training again (--skip-existing).
+
+Usage:
+  /usr/bin/python3 scripts/results.py [--scale quick|full] [--only REGEX]
+      [--skip-existing] [--adacomp PATH] [--cifar-dir DIR] [--doc-only]
+
+Runs one training at a time (the trainer uses every core itself).
+Standard library only.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "results")
+DOC = os.path.join(ROOT, "docs", "results.md")
+
+LAYER_TYPES = ("conv", "fc", "lstm", "other")
+BASELINES = ("topk", "threshold", "onebit", "terngrad")
+
+# Length of each kind of run, per scale. "epochs" or "steps".
+SCALES = {
+    # About 45-60 minutes on 2 shared cores (what docs/results.md shows).
+    "quick": {
+        "mnist-cnn-main": ("epochs", 3),   # the headline dense-vs-AdaComp rows
+        "mnist-cnn-sweep": ("epochs", 1),  # learners, batch sizes, baselines
+        "cifar-cnn": ("steps", 150),
+        "fc-dnn": ("epochs", 2),
+        "char-lstm": ("steps", 200),
+    },
+    # The issue's budget (under two hours on 2 idle cores); not run here.
+    "full": {
+        "mnist-cnn-main": ("epochs", 3),
+        "mnist-cnn-sweep": ("epochs", 3),
+        "cifar-cnn": ("epochs", 1),
+        "fc-dnn": ("epochs", 3),
+        "char-lstm": ("steps", 600),
+    },
+}
+
+# Adam learning rate for char-lstm used for both dense and AdaComp rows (see
+# the char-lstm section of the doc for why it is not the trainer's default).
+CHAR_LSTM_ADAM_LR = None  # None: the trainer's default
+
+
+def length_tag(length):
+  kind, n = length
+  return ("e%d" % n) if kind == "epochs" else ("s%d" % n)
+
+
+def length_args(length):
+  kind, n = length
+  return ["--epochs", str(n)] if kind == "epochs" else ["--steps", str(n)]
+
+
+def make_configs(scale, cifar_dir):
+  """The ordered list of runs: most important first."""
+  s = SCALES[scale]
+  runs = []
+
+  def add(table, model, compressor, optimizer, learners, batch, length,
+          extra=(), lr=None, data_label=None):
+    rid = "%s_%s_%s_P%d_B%d_%s" % (model, compressor, optimizer, learners,
+                                   batch, length_tag(length))
+    if lr is not None:
+      rid += "_lr%g" % lr
+    args = ["--model", model, "--compressor", compressor, "--optimizer",
+            optimizer, "--learners", str(learners), "--batch-size",
+            str(batch)] + length_args(length)
+    if lr is not None:
+      args += ["--lr", repr(lr)]
+    args += list(extra)
+    runs.append({"id": rid, "table": table, "args": args,
+                 "data_label": data_label})
+
+  # Table 1: the four models, dense vs AdaComp, SGD+momentum and Adam, P=4.
+  def four_models(optimizer):
+    for comp in ("dense", "adacomp"):
+      add("models", "mnist-cnn", comp, optimizer, 4, 128,
+          s["mnist-cnn-main"])
+    for comp in ("dense", "adacomp"):
+      add("models", "fc-dnn", comp, optimizer, 4, 128, s["fc-dnn"])
+    for comp in ("dense", "adacomp"):
+      if cifar_dir:
+        add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
+            extra=["--data-dir", cifar_dir])
+      else:
+        add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
+            data_label="Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)")
+    lr = CHAR_LSTM_ADAM_LR if optimizer == "adam" else None
+    for comp in ("dense", "adacomp"):
+      add("models", "char-lstm", comp, optimizer, 4, 128, s["char-lstm"],
+          lr=lr)
+
+  four_models("sgd")
+  four_models("adam")
+  sweep = s["mnist-cnn-sweep"]
+  # Reference rows for the sweeps (P=4, B=128, SGD) and the baselines.
+  for comp in ("dense", "adacomp") + BASELINES:
+    add("baselines", "mnist-cnn", comp, "sgd", 4, 128, sweep)
+  for p in (1, 16):
+    for comp in ("dense", "adacomp"):
+      add("learners", "mnist-cnn", comp, "sgd", p, 128, sweep)
+  for b in (64, 256):
+    for comp in ("dense", "adacomp"):
+      add("batch", "mnist-cnn", comp, "sgd", 4, b, sweep)
+  # Run order: the longest rows of table 1 (mnist-cnn with Adam) after the
+  # learner sweep, so that a run cut short loses the least. The doc's row
+  # order does not depend on this.
+  def rank(c):
+    if c["table"] == "models" and "mnist-cnn_" in c["id"] and "_adam_" in c["id"]:
+      return 2.5
+    return {"models": 0, "baselines": 1, "learners": 2, "batch": 3}[c["table"]]
+  for i, c in enumerate(runs):
+    c["order"] = i
+  return sorted(runs, key=lambda c: (rank(c), c["order"]))
+
+
+def default_adacomp():
+  for cand in (os.environ.get("ADACOMP"),
+               os.path.join(ROOT, "build", "tools", "adacomp", "adacomp")):
+    if cand and os.access(cand, os.X_OK):
+      return cand
+  return "adacomp"
+
+
+def run_one(adacomp, cfg, log):
+  out = os.path.join(RESULTS, cfg["id"] + ".json")
+  tmp = out + ".tmp"
+  cmd = [adacomp, "train"] + cfg["args"] + ["--quiet", "--summary-out", tmp]
+  log.write("== %s %s\n$ %s\n" % (cfg["id"], utc_now(),
+                                  " ".join(shlex.quote(c) for c in cmd)))
+  log.flush()
+  t0 = time.monotonic()
+  proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+  elapsed = time.monotonic() - t0
+  if proc.returncode != 0 or not os.path.exists(tmp):
+    log.write("!! %s failed with exit status %d\n" % (cfg["id"],
+                                                      proc.returncode))
+    log.flush()
+    return False
+  with open(tmp) as f:
+    summary = json.load(f)
+  os.unlink(tmp)
+  # Keep the files small: per-learner digests are equal when replicas agree.
+  if summary.get("replicas_identical"):
+    summary.pop("learner_weights_sha256", None)
+  summary["run"] = {
+      "id": cfg["id"],
+      "table": cfg["table"],
+      "data_label": cfg["data_label"],
+      "args": cfg["args"],
+      "elapsed_seconds": round(elapsed, 1),
+      "finished_utc": utc_now(),
+  }
+  with open(out, "w") as f:
+    json.dump(summary, f, indent=1, sort_keys=True)
+    f.write("\n")
+  log.write("-- %s done in %.1f s\n" % (cfg["id"], elapsed))
+  log.flush()
+  return True
+
+
+def utc_now():
+  return datetime.datetime.now(datetime.timezone.utc).strftime(
+      "%Y-%m-%d %H:%M:%S UTC")
+
+
+# ----------------------------------------------------------------- the doc
+
+
+def load(cfg):
+  path = os.path.join(RESULTS, cfg["id"] + ".json")
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def fmt_rate(v):
+  if v is None:
+    return "-"
+  if v >= 100:
+    return "%.0fx" % v
+  if v >= 10:
+    return "%.1fx" % v
+  return "%.2fx" % v
+
+
+def is_lstm(r):
+  return r["model"] == "char-lstm"
+
+
+def metric(r):
+  """Accuracy (images) or test loss per character (char-lstm)."""
+  return lstm_loss(r) if is_lstm(r) else r["test_accuracy"]
+
+
+def lstm_loss(r):
+  return r.get("test_loss_per_char", r.get("test_loss"))
+
+
+def fmt_metric(r):
+  return ("%.3f loss/char" % lstm_loss(r)) if is_lstm(r) else (
+      "%.2f%%" % (100 * r["test_accuracy"]))
+
+
+def fmt_diff(r, dense):
+  if dense is None:
+    return "(no dense run)"
+  if r is dense:
+    return "ref"
+  d = metric(r) - metric(dense)
+  if is_lstm(r):
+    return "%+.3f" % d
+  return "%+.2f pt" % (100 * d)
+
+
+def coding_share(r):
+  busy = (r["compute_seconds"] + r["compress_seconds"] +
+          r["decompress_seconds"] + r["update_seconds"])
+  if busy <= 0:
+    return "-"
+  return "%.1f%%" % (100 * (r["compress_seconds"] + r["decompress_seconds"]) /
+                      busy)
+
+
+def length_str(r):
+  kind = next(a for a in r["run"]["args"] if a in ("--epochs", "--steps"))
+  if kind == "--epochs":
+    return "%g ep (%d st)" % (r["epochs"], r["steps"])
+  return "%d st (%.2f ep)" % (r["steps"], r["epochs"])
+
+
+def group_key(r):
+  return (r["model"], r["data"], r["optimizer"], r["lr"], r["learners"],
+          r["batch_size"], r["steps"])
+
+
+COLUMNS = ("model | data | compressor | opt (lr) | P | B | length | "
+           "test acc. / loss | vs dense | e2e | conv | fc | lstm | other | "
+           "s/step | coding share")
+
+
+def table(rows):
+  lines = ["| " + COLUMNS + " |",
+           "|" + "|".join("---" for _ in COLUMNS.split("|")) + "|"]
+  dense_of = {}
+  for _, r in rows:
+    if r is not None and r["compressor"] == "dense":
+      dense_of[group_key(r)] = r
+  for cfg, r in rows:
+    if r is None:
+      lines.append("| %s | (not run) |%s" % (cfg["id"], " |" * 14))
+      continue
+    data = cfg["data_label"] or r["data"]
+    comp = r["compressor"]
+    if comp == "adacomp":
+      comp = "**adacomp**"
+    cr = r["compression_rate"]
+    lines.append("| " + " | ".join([
+        r["model"], data, comp, "%s (%g)" % (r["optimizer"], r["lr"]),
+        str(r["learners"]), str(r["batch_size"]), length_str(r),
+        fmt_metric(r), fmt_diff(r, dense_of.get(group_key(r))),
+        fmt_rate(cr["end_to_end"])] + [fmt_rate(cr[t]) for t in LAYER_TYPES] +
+        ["%.3f" % r["seconds_per_step"], coding_share(r)]) + " |")
+  return "\n".join(lines)
+
+
+def machine():
+  model = "unknown"
+  try:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+      if line.startswith("Model name:"):
+        model = line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return "%s, %d cores (`lscpu` model name: %s), %s" % (
+      platform.machine(), os.cpu_count() or 0, model, platform.system())
+
+
+def write_doc(configs, scale, command, notes_path):
+  loaded = [(c, load(c)) for c in sorted(configs, key=lambda c: c["order"])]
+  by_table = {}
+  for c, r in loaded:
+    by_table.setdefault(c["table"], []).append((c, r))
+  done = [r for _, r in loaded if r is not None]
+  missing = [c["id"] for c, r in loaded if r is None]
+  total_elapsed = sum(r["run"]["elapsed_seconds"] for r in done)
+  dates = sorted(r["run"]["finished_utc"] for r in done)
+  s = SCALES[scale]
+
+  out = []
+  w = out.append
+  w("# Results: AdaComp against dense training and the baselines")
+  w("")
+  w("Generated by `scripts/results.py` from `results/*.json` (one "
+    "`adacomp train --summary-out` summary per row). Do not edit the tables "
+    "by hand: rerun the script.")
+  w("")
+  w("## How these were produced")
+  w("")
+  w("```")
+  w(command)
+  w("```")
+  w("")
+  w("- Machine: %s. **The machine was shared with other work (builds and "
+    "tests of other parts of the project) during the whole run**, so time per "
+    "step is noisy and only roughly comparable between rows." % machine())
+  w("- Runs: %d of %d configurations present, %.0f minutes of training in "
+    "all (sum of each run's elapsed time), finished between %s and %s." % (
+        len(done), len(configs), total_elapsed / 60,
+        dates[0] if dates else "-", dates[-1] if dates else "-"))
+  if missing:
+    w("- **Not run** (time ran out): %s." % ", ".join(
+        "`%s`" % m for m in missing))
+  w("- Scale `%s`: mnist-cnn headline rows %s %d, mnist-cnn sweeps "
+    "(learners, batch sizes, baselines) %s %d, fc-dnn %s %d, cifar-cnn %s %d, "
+    "char-lstm %s %d (sequence length 48, hidden 128). Global minibatch 128 "
+    "and 4 learners unless the row says otherwise; seed 1 everywhere; "
+    "learning rates are the trainer's defaults (SGD momentum 0.9: 0.02 CNNs, "
+    "0.05 fc-dnn, 1.0 char-lstm; Adam 1e-3, char-lstm 2e-3) unless the "
+    "row shows otherwise; no learning-rate decay." % (
+        scale, s["mnist-cnn-main"][0], s["mnist-cnn-main"][1],
+        s["mnist-cnn-sweep"][0], s["mnist-cnn-sweep"][1], s["fc-dnn"][0],
+        s["fc-dnn"][1], s["cifar-cnn"][0], s["cifar-cnn"][1],
+        s["char-lstm"][0], s["char-lstm"][1]))
+  w("- AdaComp: ternary values, bin size L_T = 50 for conv layers and 500 "
+    "for everything else (fc, LSTM, biases and embeddings). Baselines at "
+    "their defaults: topk density 0.01, threshold tau 0.001, onebit and "
+    "terngrad as in SPEC section 4.")
+  w("")
+  w("Columns:")
+  w("")
+  w("- *test acc. / loss*: test accuracy after the last step on the full "
+    "test set (10,000 images); for char-lstm the test cross-entropy per "
+    "character (nats; lower is better) on the held-out text.")
+  w("- *vs dense*: difference to the `dense` row with the same model, data, "
+    "optimizer, learning rate, learners, batch and steps (accuracy in "
+    "percentage points; char-lstm in loss per character, negative is "
+    "better).")
+  w("- *e2e / conv / fc / lstm / other*: compression rate averaged over the "
+    "run = 32-bit bytes of the gradients / bytes actually sent (headers and "
+    "checksums included), end to end and per layer type (`other` = biases "
+    "and embeddings); `-` where the model has no such layer. Dense rows are "
+    "slightly under 1x because of frame headers.")
+  w("- *s/step*: wall time / steps, evaluation included, all learners "
+    "computed in one process on 2 threads.")
+  w("- *coding share*: (compress + decompress) / (compute + compress + "
+    "decompress + update) per learner, i.e. the share of a learner's own work "
+    "spent encoding its gradient and decoding all P frames (time waiting in "
+    "the in-process exchange left out).")
+  w("")
+  titles = {
+      "models": "## 1. Four models, dense vs AdaComp, SGD+momentum and Adam, "
+                "4 learners",
+      "baselines": "## 2. mnist-cnn on Fashion-MNIST: every compressor, "
+                   "4 learners",
+      "learners": "## 3. mnist-cnn: 1, 4 and 16 learners (global batch 128)",
+      "batch": "## 4. mnist-cnn: global minibatch 64, 128 and 256 "
+               "(4 learners)",
+  }
+  for key in ("models", "baselines", "learners", "batch"):
+    rows = list(by_table.get(key, []))
+    if key == "models":
+      models = ["mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"]
+      rows.sort(key=lambda x: (models.index(x[0]["args"][1]),
+                               x[0]["args"][5] != "sgd"))
+    # The sweeps share their P=4, B=128 reference rows with the baselines.
+    if key in ("learners", "batch"):
+      ref = [x for x in by_table.get("baselines", [])
+             if x[0]["id"].split("_")[1] in ("dense", "adacomp")]
+      rows = sorted(rows + ref, key=lambda x: (
+          _arg(x[0], "--learners"), _arg(x[0], "--batch-size")))
+    w(titles[key])
+    w("")
+    w(table(rows))
+    w("")
+  if notes_path and os.path.exists(notes_path):
+    with open(notes_path) as f:
+      w(f.read().rstrip())
+    w("")
+  with open(DOC, "w") as f:
+    f.write("\n".join(out))
+  return missing
+
+
+def _arg(cfg, name):
+  a = cfg["args"]
+  return int(a[a.index(name) + 1])
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--scale", choices=sorted(SCALES), default="quick")
+  ap.add_argument("--only", metavar="REGEX",
+                  help="run only configurations whose id matches")
+  ap.add_argument("--skip-existing", action="store_true",
+                  help="reuse results/ID.json where present")
+  ap.add_argument("--adacomp", default=default_adacomp(),
+                  help="the adacomp program (default: build/tools/adacomp/"
+                       "adacomp or $ADACOMP)")
+  ap.add_argument("--cifar-dir",
+                  help="CIFAR-10 binary directory for cifar-cnn (default: "
+                       "Fashion-MNIST padded to 32x32x3)")
+  ap.add_argument("--doc-only", action="store_true",
+                  help="run nothing; write docs/results.md from results/")
+  ap.add_argument("--list", action="store_true",
+                  help="print the configuration ids and exit")
+  ap.add_argument("--log", default=os.path.join(RESULTS, "run.log"),
+                  help="trainer output goes here (default results/run.log)")
+  args = ap.parse_args()
+
+  configs = make_configs(args.scale, args.cifar_dir)
+  if args.list:
+    for c in configs:
+      print(c["id"], " ".join(c["args"]))
+    return 0
+  os.makedirs(RESULTS, exist_ok=True)
+  command = "/usr/bin/python3 scripts/results.py --scale %s%s" % (
+      args.scale, (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
+  failed = []
+  if not args.doc_only:
+    todo = [c for c in configs
+            if not args.only or re.search(args.only, c["id"])]
+    with open(args.log, "a") as log:
+      for i, c in enumerate(todo):
+        path = os.path.join(RESULTS, c["id"] + ".json")
+        if args.skip_existing and os.path.exists(path):
+          continue
+        print("[%d/%d] %s %s" % (i + 1, len(todo), utc_now(), c["id"]),
+              flush=True)
+        if not run_one(args.adacomp, c, log):
+          failed.append(c["id"])
+          print("  failed; see %s" % args.log, flush=True)
+  missing = write_doc(configs, args.scale, command,
+                      os.path.join(RESULTS, "discussion.md"))
+  print("wrote %s (%d configurations missing)" % (DOC, len(missing)))
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Failure under mpirun (issue 4): when a rank dies or a frame fails to decode,
+# the whole `adacomp train` job must end within MAX_S seconds with a non-zero
+# status and a message naming the rank and the cause, and the last checkpoint
+# must stay usable.
+#  1. rank 1 of 2 is SIGKILLed at step 5 (checkpoints every 2 steps): the job
+#     ends, mpirun names rank 1 and signal 9; the run then resumes under MPI
+#     from the step-4 checkpoint to the uninterrupted run's digest.
+#  2. rank 0 of 4 (the checkpoint writer) is SIGKILLed at step 3, right after
+#     writing the step-3 checkpoint: the job ends; that checkpoint resumes.
+#  3. rank 2 of 4 flips one byte of its message at step 3: every rank fails
+#     to decode it and the job ends with "Corruption: learner 2's frame ...".
+#  4. the same corruption with 2 in-process learners: exit status 1, message.
+# The hooks (--test-kill-rank, --test-corrupt-frame) print the wall-clock time
+# at which they act; the test reports how long the job took to stop after it.
+# Usage: train_mpi_failure_test.sh MPIRUN PATH/TO/adacomp [MAX_S]
+set -u
+MPIRUN="$1"
+ADACOMP="$2"
+MAX_S="${3:-30}"
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "skip: Fashion-MNIST not installed"; exit 0
+fi
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+MPI_FLAGS=(--oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader
+           --mca btl_vader_single_copy_mechanism none --mca oob_tcp_if_include lo)
+common=(--batch-size 32 --train-limit 512 --test-limit 200 -q --steps 8)
+fail=0
+digest() { grep -o '"weights_sha256": "[0-9a-f]*"' "$1" 2>/dev/null | head -1 | grep -o '[0-9a-f]\{64\}'; }
+now() { date +%s.%N; }
+# Seconds from the hook's "(t=...)" line in $1 to the time $2.
+since_hook() {
+  local t
+  t=$(grep -o 'test hook: .*(t=[0-9.]*)' "$1" | head -1 | sed 's/.*(t=\([0-9.]*\))/\1/')
+  if [ -z "$t" ]; then echo "?"; return; fi
+  awk -v a="$t" -v b="$2" 'BEGIN { printf "%.2f", b - a }'
+}
+
+# run_failing NAME NP ARGS...: an mpirun job that must fail within MAX_S s.
+# Leaves the combined output in $TMP/NAME.out.
+run_failing() {
+  local name=$1 np=$2
+  shift 2
+  local start end rc
+  start=$(now)
+  # A hang is cut off at MAX_S + 30 s and fails the test below.
+  timeout -k 5 $((MAX_S + 30)) "$MPIRUN" "${MPI_FLAGS[@]}" -np "$np" "$ADACOMP" train "$@" \
+    >"$TMP/$name.out" 2>&1
+  rc=$?
+  end=$(now)
+  local total after
+  total=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
+  after=$(since_hook "$TMP/$name.out" "$end")
+  echo "$name: exit status $rc, job ${total}s in all, stopped ${after}s after the hook acted"
+  if [ "$rc" -eq 0 ]; then
+    echo "FAIL: $name: the job succeeded"; fail=1
+  fi
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 -a "${total%.*}" -ge "$MAX_S" ]; then
+    echo "FAIL: $name: the job hung (cut off by timeout)"; fail=1
+  fi
+  if [ "$after" = "?" ]; then
+    echo "FAIL: $name: the test hook did not act"; fail=1
+  elif awk -v e="$after" -v m="$MAX_S" 'BEGIN { exit !(e > m) }'; then
+    echo "FAIL: $name: the job took ${after}s to stop, more than ${MAX_S}s"; fail=1
+  fi
+}
+
+# expect NAME REGEX: the output of NAME matches REGEX (grep -E).
+expect() {
+  if ! grep -Eq -- "$2" "$TMP/$1.out"; then
+    echo "FAIL: $1: the output does not match /$2/"; fail=1
+    sed 's/^/  | /' "$TMP/$1.out"
+  fi
+}
+
+# The uninterrupted run, for the resumed runs' digests.
+timeout -k 5 120 "$ADACOMP" train "${common[@]}" --learners 2 --summary-out "$TMP/full2.json" \
+  >/dev/null 2>&1
+timeout -k 5 120 "$ADACOMP" train "${common[@]}" --learners 4 --summary-out "$TMP/full4.json" \
+  >/dev/null 2>&1
+
+# 1. A non-writer rank dies.
+run_failing kill1 2 "${common[@]}" --checkpoint-dir "$TMP/ck1" --checkpoint-every 2 \
+  --test-kill-rank 1:5
+expect kill1 'rank 1 .*(signal 9|Killed)'
+ls "$TMP/ck1"/ckpt-0000000004.ckpt >/dev/null 2>&1 \
+  || { echo "FAIL: kill1: no step-4 checkpoint"; ls -la "$TMP/ck1"; fail=1; }
+ls "$TMP/ck1" | grep -v '^ckpt-[0-9]*\.ckpt$' | grep -q . \
+  && { echo "FAIL: kill1: stray files in the checkpoint directory"; ls -la "$TMP/ck1"; fail=1; }
+timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" \
+  --checkpoint-dir "$TMP/ck1" --resume --summary-out "$TMP/res1.json" >"$TMP/res1.out" 2>&1 \
+  || { echo "FAIL: kill1: resuming under mpirun failed"; cat "$TMP/res1.out"; fail=1; }
+a=$(digest "$TMP/full2.json"); b=$(digest "$TMP/res1.json")
+if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"resumed_from_step": 4' "$TMP/res1.json"; then
+  echo "FAIL: kill1: resumed from step 4 under MPI: $b; uninterrupted: $a"; fail=1
+else
+  echo "ok: kill1: rank 1 killed; the step-4 checkpoint resumes under MPI to the uninterrupted digest"
+fi
+
+# 2. The writer (rank 0) dies right after writing a checkpoint.
+run_failing kill0 4 "${common[@]}" --checkpoint-dir "$TMP/ck0" --checkpoint-every 3 \
+  --test-kill-rank 0:3
+expect kill0 'rank 0 .*(signal 9|Killed)'
+timeout -k 5 120 "$ADACOMP" train "${common[@]}" --learners 4 --checkpoint-dir "$TMP/ck0" \
+  --resume --summary-out "$TMP/res0.json" >"$TMP/res0.out" 2>&1 \
+  || { echo "FAIL: kill0: resuming in-process failed"; cat "$TMP/res0.out"; fail=1; }
+a=$(digest "$TMP/full4.json"); b=$(digest "$TMP/res0.json")
+if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"resumed_from_step": 3' "$TMP/res0.json"; then
+  echo "FAIL: kill0: resumed from step 3 in-process: $b; uninterrupted: $a"; fail=1
+else
+  echo "ok: kill0: rank 0 killed; the step-3 checkpoint resumes in-process to the uninterrupted digest"
+fi
+
+# 3. A frame fails to decode on every rank.
+run_failing corrupt 4 "${common[@]}" --test-corrupt-frame 2:3
+expect corrupt "rank [0-3] of 4 aborts the MPI job: Corruption: learner 2's frame for tensor [0-9]+ .*checksum mismatch"
+expect corrupt 'MPI_ABORT was invoked on rank [0-3]'
+grep -q 'test hook: learner 2 flips one byte' "$TMP/corrupt.out" \
+  && ! grep -q '== adacomp train summary ==' "$TMP/corrupt.out" \
+  && echo "ok: corrupt: the job stopped, naming learner 2 and the Corruption"
+
+# 4. The same in-process.
+timeout -k 5 120 "$ADACOMP" train "${common[@]}" --learners 2 --test-corrupt-frame 1:3 \
+  >"$TMP/corrupt_in.out" 2>&1
+rc=$?
+if [ "$rc" -ne 1 ]; then
+  echo "FAIL: corrupt_in: exit status $rc, want 1"; fail=1
+fi
+expect corrupt_in "error: learner 1's frame for tensor [0-9]+ .*checksum mismatch"
+[ "$rc" -eq 1 ] && echo "ok: corrupt_in: in-process learners stop with exit status 1 naming learner 1"
+
+[ "$fail" = 0 ] && echo "all failure checks passed"
+exit $fail

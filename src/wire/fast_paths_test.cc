@@ -1,0 +1,124 @@
+// The fast sparse writer and reader (WriteSparseBits' one-store path,
+// FastSparseEntries in DecodeAccumulate) against the general bit-by-bit
+// walker that DecodeFrame uses, on random and mutated frames.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "core/half.h"
+#include "wire/frame.h"
+
+namespace adacomp::wire {
+namespace {
+
+// The dense values a frame carries, from the decoded structure (slow path).
+std::vector<float> Expected(const Frame& f) {
+  std::vector<float> out(f.elements, 0.0f);
+  for (size_t j = 0; j < f.indices.size(); ++j) {
+    float v = 0.0f;
+    if (!f.values.empty()) {
+      v = f.values[j];
+    } else if (!f.half_values.empty()) {
+      v = internal::HalfToFloat(f.half_values[j]);
+    } else {
+      v = f.negative[j] ? -f.params.scale : f.params.scale;
+    }
+    out[f.indices[j]] += v;
+  }
+  return out;
+}
+
+Frame RandomSparse(std::mt19937_64& rng, Codec codec, ValueMode mode, uint64_t n, double density,
+                   IndexCode code) {
+  Frame f;
+  f.codec = codec;
+  f.elements = n;
+  f.params.values = mode;
+  f.params.bin_size = 50;
+  f.params.code = code;
+  f.params.scale = codec == Codec::kTopK ? 0.0f : 0.375f;
+  std::bernoulli_distribution pick(density);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint64_t j = 0; j < n; ++j) {
+    if (!pick(rng)) continue;
+    f.indices.push_back(static_cast<uint32_t>(j));
+    const bool sv = codec == Codec::kTopK || (codec == Codec::kAdaComp && mode == ValueMode::kFp32);
+    const bool hv = codec == Codec::kAdaComp && mode == ValueMode::kFp16;
+    if (sv) f.values.push_back(normal(rng));
+    if (hv) f.half_values.push_back(internal::FloatToHalf(normal(rng)));
+    if (!sv && !hv) f.negative.push_back(static_cast<uint8_t>(rng() & 1));
+  }
+  f.params.selected = f.indices.size();
+  return f;
+}
+
+void Reseal(std::vector<uint8_t>* bytes) {
+  const size_t end = bytes->size() - 4;
+  internal::StoreU32(bytes->data() + end, internal::Crc32cExtend(0, bytes->data(), end));
+}
+
+TEST(FastPathsTest, RandomSparseFramesDecodeLikeTheWalker) {
+  std::mt19937_64 rng(5);
+  const Codec codecs[] = {Codec::kAdaComp, Codec::kTopK, Codec::kThreshold};
+  for (Codec codec : codecs) {
+    for (ValueMode mode : {ValueMode::kTernary, ValueMode::kFp16, ValueMode::kFp32}) {
+      if (codec != Codec::kAdaComp && mode != ValueMode::kTernary) continue;
+      for (uint64_t n : {1ull, 9ull, 1000ull, 30000ull}) {
+        for (double density : {0.001, 0.03, 0.5, 1.0}) {
+          for (IndexFamily fam : {IndexFamily::kRice, IndexFamily::kExpGolomb}) {
+            // k = 0 with sparse data gives unary runs far longer than 57
+            // bits (the general path); larger k the one-store path.
+            for (uint8_t k : {0, 1, 4, 9, 20, 31}) {
+              Frame f = RandomSparse(rng, codec, mode, n, density, {fam, k});
+              std::vector<uint8_t> bytes;
+              ASSERT_TRUE(EncodeFrame(f, &bytes).ok());
+              Frame back;
+              ASSERT_TRUE(DecodeFrame(bytes, {}, &back).ok());
+              ASSERT_EQ(back.indices, f.indices);
+              const auto want = Expected(back);
+              std::vector<float> got(n, 0.0f);
+              ASSERT_TRUE(DecodeAccumulate(bytes, got).ok());
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), 4 * n))
+                  << CodecName(codec) << " n=" << n << " d=" << density << " k=" << int(k);
+
+              // Mutations with a valid checksum: the fast reader must accept
+              // exactly what the walker accepts, and leave dst alone on error.
+              for (int m = 0; m < 6 && bytes.size() > 12; ++m) {
+                std::vector<uint8_t> bad = bytes;
+                Header h;
+                Params p;
+                ASSERT_TRUE(ParseFrame(bad, {}, &h, &p).ok());
+                if (h.payload_bytes == 0) break;
+                const size_t at = h.payload_offset + rng() % h.payload_bytes;
+                bad[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+                Reseal(&bad);
+                Frame fb;
+                const bool slow_ok = DecodeFrame(bad, {}, &fb).ok();
+                std::vector<float> dst(n, 1.0f);
+                const bool fast_ok = DecodeAccumulate(bad, dst).ok();
+                ASSERT_EQ(fast_ok, slow_ok) << "mutation at byte " << at;
+                if (fast_ok) {
+                  auto w = Expected(fb);
+                  for (auto& v : w) v += 1.0f;
+                  ASSERT_EQ(0, std::memcmp(dst.data(), w.data(), 4 * n));
+                } else {
+                  for (float v : dst) ASSERT_EQ(v, 1.0f);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace adacomp::wire
