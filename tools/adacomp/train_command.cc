@@ -216,7 +216,11 @@ int RunTrain(TrainArgs& a) {
   clear_progress();
   if (!result.ok()) {
     const Status& st = result.status();
-    return Fail(kCmd, kExitBadData, st.message());
+    // Under MPI every rank may print: say which one.
+    const std::string who = mpi ? "rank " + std::to_string(mpi->rank()) + " of " +
+                                      std::to_string(mpi->size()) + ": "
+                                : std::string();
+    return Fail(kCmd, kExitBadData, who + st.message());
   }
   if (!rank0) return kExitOk;
   const TrainSummary& s = *result;
