@@ -22,8 +22,8 @@
 // No allocation once the buffers have grown. The results are bit-identical
 // to the plain definition (the scalar reference in adacomp_test.cc checks it).
 #include <algorithm>
-#include <cassert>
 #include <bit>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -115,10 +115,9 @@ class AdaCompCompressor final : public Compressor {
         idx_.resize(want);
         val_.resize(want);
       }
-      const size_t added =
-          fused_(r, g, n, bin_size_, b, last, &pend, pend_end, pending_scale_, gmax_.data(),
-                 &gmax_sum, &gmax_top, idx_.data() + count, val_.data() + count,
-                 st.bin_histogram.data());
+      const size_t added = fused_(r, g, n, bin_size_, b, last, &pend, pend_end, pending_scale_,
+                                  gmax_.data(), &gmax_sum, &gmax_top, idx_.data() + count,
+                                  val_.data() + count, st.bin_histogram.data());
       if (mode != ValueMode::kTernary) {
         // fp modes: send G rounded to the value type, keep the rounding
         // error (the chunk is still in cache).
@@ -139,9 +138,9 @@ class AdaCompCompressor final : public Compressor {
     pending_count_ = 0;
     residue_bound_ = NextBound(gmax_top, scale);
     const std::span<const uint32_t> selected(idx_.data(), count);
-    const Status written =
-        WriteFrame(selected, [&](size_t e) { return std::signbit(val_[e]); },
-                   [&](size_t e) { return val_[e]; }, scale, st, frame, stats);
+    const Status written = WriteFrame(
+        selected, [&](size_t e) { return std::signbit(val_[e]); },
+        [&](size_t e) { return val_[e]; }, scale, st, frame, stats);
     if (mode == ValueMode::kTernary) {
       // R = G - sign(G) s at the selected elements, deferred to the next
       // pass (R holds G there now).
@@ -154,9 +153,7 @@ class AdaCompCompressor final : public Compressor {
 
   // |R| after a step is at most max gmax + s (selected: |G - sign(G) s|; fp
   // modes: at most |G|), with room for rounding.
-  static float NextBound(float gmax_top, float scale) {
-    return 1.25f * (gmax_top + scale);
-  }
+  static float NextBound(float gmax_top, float scale) { return 1.25f * (gmax_top + scale); }
 
   // Appends the frame of this step's selection.
   template <typename NegFn, typename ValFn>
@@ -239,8 +236,9 @@ class AdaCompCompressor final : public Compressor {
     float gmax_top = 0.0f;
     for (size_t b = 0; b < bins; ++b) gmax_top = std::max(gmax_top, gmax_[b]);
     residue_bound_ = NextBound(gmax_top, scale);
-    return WriteFrame(selected_, [&](size_t e) { return negative_[e] != 0; },
-                      [&](size_t e) { return values_[e]; }, scale, st, frame, stats);
+    return WriteFrame(
+        selected_, [&](size_t e) { return negative_[e] != 0; },
+        [&](size_t e) { return values_[e]; }, scale, st, frame, stats);
   }
 
   // Appends the bin's selected indices (and signs, or values) from the
@@ -289,16 +287,16 @@ class AdaCompCompressor final : public Compressor {
   // Mutable: residue() and SaveState() apply the pending corrections.
   mutable std::vector<float> residue_;
   std::vector<float> gmax_;
-  std::vector<uint64_t> sel_words_;  // one bin's selection bits
-  std::vector<uint64_t> neg_words_;  // one bin's sign bits (ternary)
-  std::vector<uint32_t> selected_;  // this step's selected indices
-  std::vector<uint8_t> negative_;   // ternary: their signs
-  std::vector<float> values_;       // fp modes: their sent values (as float)
-  FusedSelectFn fused_;             // fast path kernel
-  std::vector<uint32_t> idx_;       // fast path: selected indices (+ slack)
-  std::vector<float> val_;          // fast path: their G (fp modes: sent value)
-  float residue_bound_ = 0.0f;      // >= max |R| (exact after LoadState)
-  std::vector<uint32_t> pending_;   // ternary: last step's selected indices (+ slack)
+  std::vector<uint64_t> sel_words_;   // one bin's selection bits
+  std::vector<uint64_t> neg_words_;   // one bin's sign bits (ternary)
+  std::vector<uint32_t> selected_;    // this step's selected indices
+  std::vector<uint8_t> negative_;     // ternary: their signs
+  std::vector<float> values_;         // fp modes: their sent values (as float)
+  FusedSelectFn fused_;               // fast path kernel
+  std::vector<uint32_t> idx_;         // fast path: selected indices (+ slack)
+  std::vector<float> val_;            // fast path: their G (fp modes: sent value)
+  float residue_bound_ = 0.0f;        // >= max |R| (exact after LoadState)
+  std::vector<uint32_t> pending_;     // ternary: last step's selected indices (+ slack)
   mutable size_t pending_count_ = 0;  // how many of them still need R = G - sign(G) s
   float pending_scale_ = 0.0f;        // that step's s
   uint64_t step_ = 0;

@@ -30,19 +30,18 @@ namespace adacomp::internal {
 //   hist[min(count of the bin, 16)] += 1.
 // Returns the number of entries appended. idx and val must have room for
 // every element of the bins plus 8 (the vector version stores 8 at a time).
-using FusedSelectFn = size_t (*)(float* r, const float* g, size_t n, size_t bin,
-                                 size_t first_bin, size_t last_bin, const uint32_t** pend,
-                                 const uint32_t* pend_end, float s_prev, float* gmax,
-                                 double* gsum, float* gtop, uint32_t* idx, float* val,
-                                 uint64_t* hist);
+using FusedSelectFn = size_t (*)(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                                 size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                                 float s_prev, float* gmax, double* gsum, float* gtop,
+                                 uint32_t* idx, float* val, uint64_t* hist);
 
 // The deferred update of one selected element: R = G - sign(G) s (G != 0).
 inline float ApplyScale(float stored_g, float s) { return stored_g - std::copysign(s, stored_g); }
 
 inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
                                 size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
-                                float s_prev, float* gmax, double* gsum, float* gtop,
-                                uint32_t* idx, float* val, uint64_t* hist) {
+                                float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
+                                float* val, uint64_t* hist) {
   size_t c = 0;
   const uint32_t* p = *pend;
   for (size_t b = first_bin; b < last_bin; ++b) {
@@ -149,8 +148,7 @@ FusedSelectFn BestFusedSelect();
 // Dispatching versions of the baselines' kernels.
 bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
                 uint64_t* neg_n);
-void OneBitApply(float* r, const float* g, size_t n, float pos_mean, float neg_mean,
-                 uint8_t* bits);
+void OneBitApply(float* r, const float* g, size_t n, float pos_mean, float neg_mean, uint8_t* bits);
 size_t CompactAtLeast(const float* g, size_t n, float tau, uint32_t* idx);
 
 }  // namespace adacomp::internal

@@ -1,11 +1,10 @@
 // AVX2 version of the fused AdaComp kernel (compress/fused.h), compiled with
 // a function-level target attribute so the rest of the library stays
 // baseline x86-64; BestFusedSelect picks it only when the CPU has AVX2.
-#include "compress/fused.h"
-
-#include "core/simd.h"
-
 #include <bit>
+
+#include "compress/fused.h"
+#include "core/simd.h"
 
 #if defined(ADACOMP_HAVE_AVX2_KERNELS)
 #include <immintrin.h>
@@ -38,9 +37,9 @@ alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
 
 #define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
 
-ADACOMP_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G,
-                                                                 int mask, uint32_t* idx,
-                                                                 float* val, size_t c) {
+ADACOMP_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G, int mask,
+                                                                  uint32_t* idx, float* val,
+                                                                  size_t c) {
   const __m256i lanes =
       _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompact.e[mask])));
   const __m256i ids =
@@ -167,8 +166,8 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
   return c;
 }
 
-ADACOMP_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos,
-                                  double* neg, uint64_t* neg_n) {
+ADACOMP_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
+                                 uint64_t* neg_n) {
   // One 4-lane double accumulator per side: lane l sums elements j + l, in
   // order, exactly as the scalar twin.
   __m256d p = _mm256_loadu_pd(pos), q = _mm256_loadu_pd(neg);
@@ -231,9 +230,7 @@ ADACOMP_AVX2 size_t CompactAtLeastAvx2(const float* g, size_t n, float tau, uint
   return c + t;
 }
 
-FusedSelectFn BestFusedSelect() {
-  return CpuHasAvx2() ? &FusedSelectAvx2 : &FusedSelectScalar;
-}
+FusedSelectFn BestFusedSelect() { return CpuHasAvx2() ? &FusedSelectAvx2 : &FusedSelectScalar; }
 bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
                 uint64_t* neg_n) {
   return CpuHasAvx2() ? OneBitSumsAvx2(r, g, n, pos, neg, neg_n)

@@ -31,9 +31,8 @@ struct KernelOut {
 
 // Runs `fn` over all bins in calls of `per_call` bins, with the given pending
 // corrections, as the compressor does.
-KernelOut RunKernel(FusedSelectFn fn, std::vector<float> r, const std::vector<float>& g,
-                    size_t bin, size_t per_call, const std::vector<uint32_t>& pending,
-                    float s_prev) {
+KernelOut RunKernel(FusedSelectFn fn, std::vector<float> r, const std::vector<float>& g, size_t bin,
+                    size_t per_call, const std::vector<uint32_t>& pending, float s_prev) {
   const size_t n = g.size();
   const size_t bins = n == 0 ? 0 : (n - 1) / bin + 1;
   KernelOut o;
@@ -138,9 +137,9 @@ TEST(BaselineKernelsTest, Avx2MatchesScalarTwins) {
     auto r = testing::GradientLike(n, n + 1);
     auto g = testing::GradientLike(n, n + 2);
     if (n > 3) {
-      g[1] = -r[1];         // G = 0
+      g[1] = -r[1];  // G = 0
       r[2] = -0.0f;
-      g[2] = -0.0f;         // G = -0: the non-negative side
+      g[2] = -0.0f;  // G = -0: the non-negative side
     }
     double pa[4] = {1, 2, 3, 4}, na[4] = {-1, -2, -3, -4}, ps[4] = {1, 2, 3, 4},
            ns[4] = {-1, -2, -3, -4};
@@ -191,18 +190,21 @@ struct ExactRef {
   size_t bin;
   std::vector<float> r;
   // Returns the selected indices; *scale and *neg receive s and the signs.
-  std::vector<uint32_t> Step(const std::vector<float>& dw, float* scale, std::vector<uint8_t>* neg) {
+  std::vector<uint32_t> Step(const std::vector<float>& dw, float* scale,
+                             std::vector<uint8_t>* neg) {
     const size_t n = r.size();
     std::vector<float> G(n), gmax;
     for (size_t j = 0; j < n; ++j) G[j] = r[j] + dw[j];
     double sum = 0.0;
     for (size_t b = 0; b * bin < n; ++b) {
       float m = 0.0f;
-      for (size_t j = b * bin; j < std::min(n, (b + 1) * bin); ++j) m = std::max(m, std::fabs(G[j]));
+      for (size_t j = b * bin; j < std::min(n, (b + 1) * bin); ++j)
+        m = std::max(m, std::fabs(G[j]));
       gmax.push_back(m);
       sum += m;
     }
-    const float s = gmax.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(gmax.size()));
+    const float s =
+        gmax.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(gmax.size()));
     std::vector<uint32_t> sel;
     neg->clear();
     for (size_t j = 0; j < n; ++j) {

@@ -59,8 +59,7 @@ class OneBitCompressor final : public Compressor {
     return SaveStateBytes(Codec::kOneBit, ValueMode::kTernary, elements(), step_, residue_);
   }
   Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kOneBit, ValueMode::kTernary, elements(), &step_,
-                          residue_);
+    return LoadStateBytes(state, Codec::kOneBit, ValueMode::kTernary, elements(), &step_, residue_);
   }
 
  private:

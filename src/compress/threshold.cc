@@ -66,8 +66,7 @@ class ThresholdCompressor final : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> NewThresholdCompressor(const CodecConfig& c, uint32_t id,
-                                                   uint64_t n) {
+std::unique_ptr<Compressor> NewThresholdCompressor(const CodecConfig& c, uint32_t id, uint64_t n) {
   return std::make_unique<ThresholdCompressor>(c, id, n);
 }
 

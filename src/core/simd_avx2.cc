@@ -120,9 +120,9 @@ ADACOMP_AVX2 GapStats GapStatsAvx2(const uint32_t* idx, size_t c) {
     const __m256i w = _mm256_blendv_epi8(_mm256_srli_epi32(g, 8), g, small);
     const __m256i e = _mm256_sub_epi32(
         _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(w)), 23), _mm256_set1_epi32(126));
-    const __m256i f = _mm256_andnot_si256(
-        _mm256_cmpeq_epi32(g, zero),
-        _mm256_add_epi32(e, _mm256_andnot_si256(small, _mm256_set1_epi32(8))));
+    const __m256i f =
+        _mm256_andnot_si256(_mm256_cmpeq_epi32(g, zero),
+                            _mm256_add_epi32(e, _mm256_andnot_si256(small, _mm256_set1_epi32(8))));
     wa = _mm256_add_epi64(wa, _mm256_and_si256(f, lo32));
     wb = _mm256_add_epi64(wb, _mm256_srli_epi64(f, 32));
   }
@@ -161,21 +161,20 @@ ADACOMP_AVX2 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n) {
 ADACOMP_AVX2 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_castsi256_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i)));
+    const __m256 v =
+        _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i)));
     _mm256_storeu_ps(dst + i, _mm256_add_ps(_mm256_loadu_ps(dst + i), v));
   }
   AddFloatsFromBytesScalar(dst + i, src + 4 * i, n - i);
 }
 
-ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos,
-                                  float neg) {
+ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
   const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   const __m256 vp = _mm256_set1_ps(pos), vn = _mm256_set1_ps(neg);
   size_t b = 0;
   for (; 8 * b + 8 <= n; ++b) {
-    const __m256i m = _mm256_cmpeq_epi32(
-        _mm256_and_si256(_mm256_set1_epi32(bits[b]), lane_bit), lane_bit);
+    const __m256i m =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits[b]), lane_bit), lane_bit);
     const __m256 v = _mm256_blendv_ps(vp, vn, _mm256_castsi256_ps(m));
     _mm256_storeu_ps(dst + 8 * b, _mm256_add_ps(_mm256_loadu_ps(dst + 8 * b), v));
   }

@@ -11,6 +11,7 @@
 #  3. rank 2 of 4 flips one byte of its message at step 3: every rank fails
 #     to decode it and the job ends with "Corruption: learner 2's frame ...".
 #  4. the same corruption with 2 in-process learners: exit status 1, message.
+#  5. rank 1 of 2 cannot read the data: the job ends naming rank 1 and why.
 # The hooks (--test-kill-rank, --test-corrupt-frame) print the wall-clock time
 # at which they act; the test reports how long the job took to stop after it.
 # Usage: train_mpi_failure_test.sh MPIRUN PATH/TO/adacomp [MAX_S]
@@ -129,6 +130,21 @@ if [ "$rc" -ne 1 ]; then
 fi
 expect corrupt_in "error: learner 1's frame for tensor [0-9]+ .*checksum mismatch"
 [ "$rc" -eq 1 ] && echo "ok: corrupt_in: in-process learners stop with exit status 1 naming learner 1"
+
+# 5. One rank cannot read its data (a host without the data set): it says so,
+#    and rank 0, waiting in the first broadcast, aborts the job naming it.
+start=$(now)
+timeout -k 5 $((MAX_S + 30)) "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 bash -c \
+  'd=/usr/share/datasets/fashion-mnist; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && d="$0/no-data"; exec "$@" --data-dir "$d"' \
+  "$TMP" "$ADACOMP" train "${common[@]}" >"$TMP/nodata.out" 2>&1
+rc=$?
+took=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+echo "nodata: exit status $rc, job ${took}s in all"
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "${took%.*}" -ge "$MAX_S" ]; then
+  echo "FAIL: nodata: the job did not fail promptly"; fail=1
+fi
+expect nodata "rank 1 of 2: .*no-data"
+expect nodata 'rank 0 of 2 aborts the MPI job: .*rank 1 left the job'
 
 [ "$fail" = 0 ] && echo "all failure checks passed"
 exit $fail

@@ -118,9 +118,11 @@ std::string CheckParams(Codec codec, uint64_t elements, const Params& p) {
     case Codec::kDense:
       return "";
     case Codec::kAdaComp:
-      if (static_cast<uint8_t>(p.values) > 2) return "value mode " + std::to_string(int(p.values)) + " is unknown";
+      if (static_cast<uint8_t>(p.values) > 2)
+        return "value mode " + std::to_string(int(p.values)) + " is unknown";
       if (p.bin_size == 0) return "bin_size is 0";
-      if (p.code.k > kMaxCodeK || static_cast<uint8_t>(p.code.family) > 1) return "index code is invalid";
+      if (p.code.k > kMaxCodeK || static_cast<uint8_t>(p.code.family) > 1)
+        return "index code is invalid";
       if (p.selected > elements) {
         return "selected count " + std::to_string(p.selected) + " exceeds the element count " +
                std::to_string(elements);
@@ -133,7 +135,8 @@ std::string CheckParams(Codec codec, uint64_t elements, const Params& p) {
       return "";
     case Codec::kTopK:
     case Codec::kThreshold:
-      if (p.code.k > kMaxCodeK || static_cast<uint8_t>(p.code.family) > 1) return "index code is invalid";
+      if (p.code.k > kMaxCodeK || static_cast<uint8_t>(p.code.family) > 1)
+        return "index code is invalid";
       if (p.selected > elements) {
         return "selected count " + std::to_string(p.selected) + " exceeds the element count " +
                std::to_string(elements);
@@ -196,7 +199,8 @@ Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params
       for (uint64_t i = 0; i < n; ++i) {
         const float v = LoadF32(payload + 4 * i);
         if (!std::isfinite(v)) {
-          return CorruptAt(base + 4 * i, "value of element " + std::to_string(i) + " is not finite");
+          return CorruptAt(base + 4 * i,
+                           "value of element " + std::to_string(i) + " is not finite");
         }
         sink.Dense(i, v);
       }
@@ -211,7 +215,8 @@ Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params
       const int rest = static_cast<int>(n % 8);
       if (rest) {
         const uint8_t byte = payload[full];
-        if (byte >> rest) return CorruptAt(base + full, "padding bits after the last sign bit are not zero");
+        if (byte >> rest)
+          return CorruptAt(base + full, "padding bits after the last sign bit are not zero");
         for (int t = 0; t < rest; ++t) sink.Bit(8 * full + t, (byte >> t) & 1);
       }
       return Status::OK();
@@ -270,37 +275,38 @@ Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params
           }
           q = ((uint64_t{1} << q) | vlow) - 1;
           if (q > (n >> k)) {
-            return CorruptAt(at, "index of entry " + std::to_string(j) +
-                                     " is out of range (gap too large)");
+            return CorruptAt(
+                at, "index of entry " + std::to_string(j) + " is out of range (gap too large)");
           }
         }
         uint32_t low = 0;
         if (!r.Get(k, &low)) {
-          return CorruptAt(at, "index code of entry " + std::to_string(j) +
-                                   " runs past the end of the payload");
+          return CorruptAt(
+              at, "index code of entry " + std::to_string(j) + " runs past the end of the payload");
         }
         const uint64_t index = next + ((q << k) | low);
         if (index >= n) {
-          return CorruptAt(at, "index " + std::to_string(index) + " of entry " +
-                                   std::to_string(j) + " is out of range (elements " +
-                                   std::to_string(n) + ")");
+          return CorruptAt(at, "index " + std::to_string(index) + " of entry " + std::to_string(j) +
+                                   " is out of range (elements " + std::to_string(n) + ")");
         }
         next = index + 1;
         uint32_t neg = 0;
         if (signs && !r.Get(1, &neg)) {
-          return CorruptAt(at, "sign bit of entry " + std::to_string(j) +
-                                   " runs past the end of the payload");
+          return CorruptAt(
+              at, "sign bit of entry " + std::to_string(j) + " runs past the end of the payload");
         }
         uint32_t raw = 0;
         if (vb == 4) {
           raw = LoadU32(values + 4 * j);
           if (!std::isfinite(std::bit_cast<float>(raw))) {
-            return CorruptAt(base + 4 * j, "value of entry " + std::to_string(j) + " is not finite");
+            return CorruptAt(base + 4 * j,
+                             "value of entry " + std::to_string(j) + " is not finite");
           }
         } else if (vb == 2) {
           raw = LoadU16(values + 2 * j);
           if (!internal::HalfIsFinite(static_cast<uint16_t>(raw))) {
-            return CorruptAt(base + 2 * j, "value of entry " + std::to_string(j) + " is not finite");
+            return CorruptAt(base + 2 * j,
+                             "value of entry " + std::to_string(j) + " is not finite");
           }
         }
         sink.Sparse(j, static_cast<uint32_t>(index), neg != 0, raw);
@@ -371,8 +377,7 @@ struct EntrySink {
   void Dense(uint64_t, float) {}
   void Sparse(uint64_t j, uint32_t index, bool negative, uint32_t raw) {
     float v;
-    if (codec == Codec::kTopK ||
-        (codec == Codec::kAdaComp && p.values == ValueMode::kFp32)) {
+    if (codec == Codec::kTopK || (codec == Codec::kAdaComp && p.values == ValueMode::kFp32)) {
       v = std::bit_cast<float>(raw);
     } else if (codec == Codec::kAdaComp && p.values == ValueMode::kFp16) {
       v = internal::HalfToFloat(static_cast<uint16_t>(raw));
@@ -530,8 +535,8 @@ Status ParseParams(std::span<const uint8_t> bytes, const Header& h, Params* p) {
     case Codec::kAdaComp:
       ADACOMP_RETURN_IF_ERROR(c.U8("value mode", &u8));
       if (u8 > 2) {
-        return CorruptAt(c.pos() - 1, "value mode byte " + Hex(u8) +
-                                          " is unknown or has reserved bits set");
+        return CorruptAt(c.pos() - 1,
+                         "value mode byte " + Hex(u8) + " is unknown or has reserved bits set");
       }
       p->values = static_cast<ValueMode>(u8);
       ADACOMP_RETURN_IF_ERROR(ReadIndexCode(c, &p->code));
@@ -568,8 +573,7 @@ Status ParseParams(std::span<const uint8_t> bytes, const Header& h, Params* p) {
     const uint64_t value_bytes = p->selected * static_cast<uint64_t>(vb);
     const uint64_t min_bits =
         p->selected * (uint64_t{1} + p->code.k + (HasSigns(h.codec, *p) ? 1 : 0));
-    if (value_bytes > h.payload_bytes ||
-        CeilDiv(min_bits, 8) > h.payload_bytes - value_bytes) {
+    if (value_bytes > h.payload_bytes || CeilDiv(min_bits, 8) > h.payload_bytes - value_bytes) {
       return CorruptAt(h.payload_offset, "payload length " + std::to_string(h.payload_bytes) +
                                              " is too short for " + std::to_string(p->selected) +
                                              " selected entries");
@@ -698,8 +702,8 @@ Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, 
   ADACOMP_RETURN_IF_ERROR(c.Varint("tensor id", 0xFFFFFFFFull, &v));
   h->tensor_id = static_cast<uint32_t>(v);
   const size_t elements_offset = c.pos();
-  ADACOMP_RETURN_IF_ERROR(c.Varint("element count", std::numeric_limits<uint64_t>::max(),
-                                   &h->elements));
+  ADACOMP_RETURN_IF_ERROR(
+      c.Varint("element count", std::numeric_limits<uint64_t>::max(), &h->elements));
   uint8_t plen = 0;
   ADACOMP_RETURN_IF_ERROR(c.U8("parameter block length", &plen));
   h->params_offset = c.pos();
@@ -711,8 +715,8 @@ Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, 
   Cursor c2(bytes, c.pos() + plen);
   const size_t plen_offset = c2.pos();
   uint64_t payload_len = 0;
-  ADACOMP_RETURN_IF_ERROR(c2.Varint("payload length", std::numeric_limits<uint64_t>::max(),
-                                    &payload_len));
+  ADACOMP_RETURN_IF_ERROR(
+      c2.Varint("payload length", std::numeric_limits<uint64_t>::max(), &payload_len));
   h->payload_offset = c2.pos();
   // Frame length, computed without overflow.
   const uint64_t max_frame = options.max_frame_bytes;
@@ -722,11 +726,10 @@ Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, 
                               "max_frame_bytes " + std::to_string(max_frame));
   }
   if (payload_len > bytes.size() || bytes.size() - payload_len < h->payload_offset + kCrcBytes) {
-    return CorruptAt(plen_offset, "truncated frame: payload length " +
-                                      std::to_string(payload_len) + " needs " +
-                                      std::to_string(h->payload_offset + payload_len + kCrcBytes) +
-                                      " bytes in all, " + std::to_string(bytes.size()) +
-                                      " available");
+    return CorruptAt(plen_offset,
+                     "truncated frame: payload length " + std::to_string(payload_len) + " needs " +
+                         std::to_string(h->payload_offset + payload_len + kCrcBytes) +
+                         " bytes in all, " + std::to_string(bytes.size()) + " available");
   }
   h->payload_bytes = static_cast<size_t>(payload_len);
   h->frame_bytes = h->payload_offset + h->payload_bytes + kCrcBytes;
@@ -839,8 +842,8 @@ Status EncodeFrame(const Frame& f, std::vector<uint8_t>* out) {
   uint64_t code_bits = 0;
   if (IsSparse(codec)) {
     code_bits = IndexCodeBits(f.indices, p.code);
-    payload_bytes = SparsePayloadBytes(f.indices.size(), code_bits, HasSigns(codec, p),
-                                       ValueBytes(codec, p));
+    payload_bytes =
+        SparsePayloadBytes(f.indices.size(), code_bits, HasSigns(codec, p), ValueBytes(codec, p));
   } else {
     bool fixed = false;
     payload_bytes = static_cast<size_t>(FixedPayloadBytes(codec, n, &fixed));
@@ -869,8 +872,8 @@ Status EncodeFrame(const Frame& f, std::vector<uint8_t>* out) {
         if (vb == 4) internal::StoreF32(dst + 4 * j, f.values[j]);
         if (vb == 2) internal::StoreU16(dst + 2 * j, f.half_values[j]);
       }
-      WriteSparseBits(dst + count * vb, dst + payload_bytes, f.indices, p.code,
-                      HasSigns(codec, p), [&](size_t j) { return f.negative[j] != 0; });
+      WriteSparseBits(dst + count * vb, dst + payload_bytes, f.indices, p.code, HasSigns(codec, p),
+                      [&](size_t j) { return f.negative[j] != 0; });
       break;
     }
   }
@@ -940,8 +943,7 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
   ADACOMP_RETURN_IF_ERROR(wire::ParseFrame(bytes, options, &h, &p));
   if (dst.size() != h.elements) {
     return Status::InvalidArgument("destination holds " + std::to_string(dst.size()) +
-                                   " elements but the frame carries " +
-                                   std::to_string(h.elements));
+                                   " elements but the frame carries " + std::to_string(h.elements));
   }
   if (wire::IsSparse(h.codec)) {
     // One validating walk into a per-thread scratch of (index, value) pairs

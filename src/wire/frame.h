@@ -148,8 +148,8 @@ void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> ind
       const uint64_t v = (gap >> k) + 1;
       const int b = std::bit_width(v) - 1;
       prefix_len = 2 * static_cast<uint64_t>(b) + 1;
-      prefix = prefix_len <= 56 ? ((v & ((uint64_t{1} << b) - 1)) << (b + 1)) | (uint64_t{1} << b)
-                                : 0;
+      prefix =
+          prefix_len <= 56 ? ((v & ((uint64_t{1} << b) - 1)) << (b + 1)) | (uint64_t{1} << b) : 0;
     }
     const uint64_t total = prefix_len + static_cast<uint64_t>(k + sign_bits);
     if (total <= 56) {

@@ -133,7 +133,8 @@ int RunTrain(TrainArgs& a) {
   }
   if (!a.test_kill_rank.empty() &&
       !ParseRankStep(a.test_kill_rank, &o.kill_rank, &o.kill_at_step)) {
-    return Fail(kCmd, kExitBadUsage, "--test-kill-rank: '" + a.test_kill_rank + "' is not RANK:STEP");
+    return Fail(kCmd, kExitBadUsage,
+                "--test-kill-rank: '" + a.test_kill_rank + "' is not RANK:STEP");
   }
   if (!a.test_corrupt_frame.empty() &&
       !ParseRankStep(a.test_corrupt_frame, &o.corrupt_rank, &o.corrupt_at_step)) {
@@ -217,9 +218,9 @@ int RunTrain(TrainArgs& a) {
   if (!result.ok()) {
     const Status& st = result.status();
     // Under MPI every rank may print: say which one.
-    const std::string who = mpi ? "rank " + std::to_string(mpi->rank()) + " of " +
-                                      std::to_string(mpi->size()) + ": "
-                                : std::string();
+    const std::string who =
+        mpi ? "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": "
+            : std::string();
     return Fail(kCmd, kExitBadData, who + st.message());
   }
   if (!rank0) return kExitOk;
