@@ -100,7 +100,7 @@ void BM_AdaCompCompress(benchmark::State& state) {
   std::vector<uint8_t> frame;
   CompressStats stats;
   if (!CompressChecked(**c, grad, &frame, &stats, state)) return;
-  // The scalar reference of SPEC section 2 on the next step.
+  // The scalar reference of docs/algorithm.md section 2 on the next step.
   std::vector<float> old((*c)->residue().begin(), (*c)->residue().end());
   std::vector<float> ref_deq(grad.size()), ref_res(grad.size());
   float scale = 0;

@@ -11,7 +11,7 @@ The data are the IDX .gz files of Debian's dataset-fashion-mnist package
 processes (CPU, one thread each) trains on its shard of every global minibatch
 (N x --batch-size images); the same seed gives the same run.
 
-The compression rate is SPEC section 6's: 32 bits x elements / bits of the
+The compression rate is docs/algorithm.md section 5's: 32 bits x elements / bits of the
 frames actually sent (headers and checksums included, Gloo's padding not).
 """
 

@@ -34,7 +34,7 @@ namespace adacomp {
 // Codec ids as they appear on the wire. Never reuse or renumber a value.
 enum class Codec : uint8_t {
   kDense = 0,      // float32, every element
-  kAdaComp = 1,    // SPEC section 2
+  kAdaComp = 1,    // docs/algorithm.md section 2
   kTopK = 2,       // k largest |G| per tensor, float32 values, residue
   kThreshold = 3,  // +-tau where |G| >= tau, residue (Strom 2015)
   kOneBit = 4,     // sign bit per element, mean of positives / negatives, residue
@@ -77,7 +77,7 @@ struct CompressStats {
   // k < 16; bin_histogram[16] counts bins that selected 16 or more.
   std::array<uint64_t, 17> bin_histogram{};
 
-  // 32 bits x elements / bits actually sent (SPEC section 6); 0 when nothing sent.
+  // 32 bits x elements / bits actually sent (docs/algorithm.md section 5); 0 when nothing sent.
   double CompressionRate() const {
     return frame_bytes ? (32.0 * static_cast<double>(elements)) / (8.0 * frame_bytes) : 0.0;
   }

@@ -64,7 +64,7 @@ class Compressor(_adacomp.Compressor):
     Args:
         elements: number of float32 elements of the tensor (any shape, flattened).
         codec: "adacomp" (default), "dense", "topk", "threshold", "onebit", "terngrad".
-        bin_size: AdaComp bin size L_T (SPEC section 2); 50 suits conv weights,
+        bin_size: AdaComp bin size L_T (docs/algorithm.md section 2); 50 suits conv weights,
             500 fully-connected and LSTM weights.
         values: AdaComp value mode, "ternary" (default), "fp16" or "fp32".
         density: top-k density, 0 < density <= 1.

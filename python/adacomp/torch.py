@@ -7,7 +7,7 @@ Two lines on any process group DDP already uses (Gloo on CPU here)::
 
 or ``state = adacomp.torch.register(ddp_model)``, which does both.
 
-What the hook does with each bucket DDP hands it (SPEC sections 2, 3):
+What the hook does with each bucket DDP hands it (docs/algorithm.md sections 2, 3):
 
 1. For every parameter in the bucket, compresses its slice of the bucket's flat
    gradient with that parameter's own Compressor (its residue lives there).
@@ -27,7 +27,7 @@ so DDP's bucket rebuild after the first iteration does not mix residues up.
 checkpoints; pass the same model (parameter names) when resuming.
 
 Statistics (``state.stats()``): "bytes sent" counts the frame bytes only,
-headers and checksums included, as SPEC section 6 defines the compression
+headers and checksums included, as docs/algorithm.md section 5 defines the compression
 rate; the zero padding and the 8-byte length that the Gloo all-gather moves
 besides are counted separately as ``transport_bytes`` (they are an artefact of
 the fixed-size all-gather, not of the code).

@@ -1,6 +1,6 @@
 """Tests of the functional API (adacomp.Compressor, decompress_add, inspect).
 
-The C++ results are checked against a plain-loop reference of SPEC section 2
+The C++ results are checked against a plain-loop reference of docs/algorithm.md section 2
 written here, independently of the core: selected set, signs, scale, residue.
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_functional
 """
@@ -16,7 +16,7 @@ import adacomp
 
 
 def reference_adacomp_step(residue, grad, bin_size, values="ternary"):
-    """One AdaComp step by SPEC section 2, in scalar loops.
+    """One AdaComp step by docs/algorithm.md section 2, in scalar loops.
 
     Returns (gq, new_residue, selected_indices, scale, per_bin_counts), float32.
     """

@@ -1,4 +1,4 @@
-// The per-learner training loop (SPEC sections 2, 3 and 6) and the two ways
+// The per-learner training loop (docs/algorithm.md sections 2, 3 and 5) and the two ways
 // of hosting learners: Train() (threads in this process) and TrainLearner()
 // (one learner over a caller's Communicator, e.g. MPI).
 //

@@ -210,7 +210,7 @@ Status CompressAndCheck(Compressor& c, std::span<const float> grad, std::vector<
   return Status::OK();
 }
 
-// Checks one AdaComp step against the scalar reference of SPEC section 2.
+// Checks one AdaComp step against the scalar reference of docs/algorithm.md section 2.
 Status CheckAdaCompStep(Compressor& c, std::span<const float> grad, uint32_t bin_size,
                         std::vector<uint8_t>* frame, CompressStats* stats) {
   std::vector<float> old(c.residue().begin(), c.residue().end());
@@ -687,7 +687,7 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
           "  compress topk           the library's topk codec to frames, same density\n"
           "  compress onebit         the library's onebit codec\n"
           "Every operation is verified before it is timed: AdaComp against a scalar\n"
-          "reference of SPEC section 2 (selection, signs, scale) and conservation\n"
+          "reference of docs/algorithm.md section 2 (selection, signs, scale) and conservation\n"
           "(sent + new residue = old residue + gradient); every frame decodes; the\n"
           "accumulated sum equals the scalar sum of the decoded frames; top-k sends exactly\n"
           "k elements and keeps none larger. seconds = median over repeats of one operation;\n"

@@ -5,7 +5,7 @@
 //     compressor: it reads and writes what they all must);
 //   - residual top-k done with std::nth_element (the baseline "sort-ish"
 //     compressor: G = R + dW, keep the k largest |G|, R = G - sent);
-//   - a deliberately simple scalar AdaComp (SPEC section 2) to verify the
+//   - a deliberately simple scalar AdaComp (docs/algorithm.md section 2) to verify the
 //     library's output before anything is timed;
 //   - conservation and sum checks.
 // Thread safety: pure functions on caller-owned buffers; TopKScratch is per thread.
@@ -42,7 +42,7 @@ uint64_t TopKTorch(std::span<float> residue, std::span<const float> grad, uint64
                    TopKScratch* scratch);
 #endif
 
-// Scalar AdaComp, ternary values, written from SPEC section 2 alone: given
+// Scalar AdaComp, ternary values, written from docs/algorithm.md section 2 alone: given
 // the old residue and the gradient, fills the dequantized values (N), the new
 // residue (N) and returns the number selected; *scale receives s.
 uint64_t AdaCompScalarReference(std::span<const float> old_residue, std::span<const float> grad,

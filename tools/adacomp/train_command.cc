@@ -279,7 +279,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   TrainOptions& o = args->o;
   CLI::App* app = root.add_subcommand(
       "train",
-      "Train a model with P learners exchanging compressed gradients (SPEC sections 2, 3, 6).\n"
+      "Train a model with P learners exchanging compressed gradients (docs/algorithm.md).\n"
       "With no options: mnist-cnn on Fashion-MNIST, 4 learners, AdaComp, 1 epoch.");
   app->footer(
       "Bin sizes: conv 50, fc 500, lstm 500, other (biases, embeddings) 500 -- biases are "
