@@ -49,6 +49,7 @@ from . import CODECS, Compressor, FrameError, _adacomp
 
 __all__ = [
     "AdaCompState",
+    "StepAborted",
     "hook",
     "register",
     "layer_types_of",
@@ -103,6 +104,29 @@ def _mix_seed(seed, rank, tensor_id):
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
     return z ^ (z >> 31)
+
+
+_ROLLED_BACK = ("the residues and statistics of the whole step are rolled back to its start; "
+                "skip optimizer.step(), call zero_grad() and go on with the next batch")
+
+
+class StepAborted(RuntimeError):
+    """Raised by the hook on every rank when a step fails on any rank.
+
+    The hook state is back where it was before the step (residues, step
+    counters, statistics), so the caller can skip ``optimizer.step()``, call
+    ``zero_grad()`` and continue. Attributes: ``step`` (index of the failed
+    step), ``bucket`` (bucket index), ``failed_ranks`` (the ranks that
+    reported a failure in the exchange, or None for an error after it, such as
+    a frame that fails to decode; a rank's own error is the ``__cause__``). Note: DDP may wrap it in a RuntimeError on the way
+    out of ``backward()``; the message is kept.
+    """
+
+    def __init__(self, message, bucket=None, step=None, failed_ranks=None):
+        super().__init__(message)
+        self.bucket = bucket
+        self.step = step
+        self.failed_ranks = failed_ranks
 
 
 class _Counters:
@@ -212,6 +236,10 @@ class AdaCompState:
         self._model_given = model is not None
         self.steps = 0
         self.buckets = 0
+        self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
+        self._open = None       # the step in progress: counters at its start, touched entries
+        self._skip = None       # ids of the parameters seen in a step that failed before its end
+        self.step_error = None  # the StepAborted of the current/last step, None if it went well
         self.transport_bytes = 0
         self._totals = {t: _Counters() for t in LAYER_TYPES}
         self._step = {t: _Counters() for t in LAYER_TYPES}
@@ -338,6 +366,8 @@ class AdaCompState:
                     self._pending[name] = d
                 else:
                     e.compressor.load_state_dict(d)
+            self._open = None  # a step in progress is superseded by the loaded state
+            self._skip = None
             self.steps = int(state.get("steps", 0))
             self.buckets = int(state.get("buckets", 0))
             self.transport_bytes = int(state.get("transport_bytes", 0))
@@ -431,16 +461,120 @@ class AdaCompState:
         return [r.numpy() for r in recv], lengths
 
     def reduce_bucket(self, bucket):
-        """Compresses, exchanges and averages one bucket in place; returns the bucket tensor."""
+        """Compresses, exchanges and averages one bucket in place; returns the bucket tensor.
+
+        A step (the buckets of one backward pass, up to ``bucket.is_last()``)
+        is atomic for this state: on any error in any bucket, on any rank, every
+        compressor touched in the step gets its start-of-step residue, step
+        counter and last_stats back, the step's statistics are dropped, and
+        StepAborted is raised on every rank (the exchange tells every rank).
+        The remaining buckets of that step raise StepAborted at once, without
+        any communication, so that DDP can finish its backward pass.
+        """
         with self._lock:
-            buf = bucket.buffer()
-            if buf.dtype != torch.float32 or buf.device.type != "cpu":
-                raise ValueError(f"adacomp hook: bucket is {buf.dtype} on {buf.device}; it works "
-                                 f"on float32 CPU gradients")
-            layout = self._layout(bucket)
-            arr = buf.detach().numpy()
-            frames, error = [], None
-            step_stats = []
+            ids = [id(p) for p in bucket.parameters()]
+            if self._skip is not None:
+                if not any(i in self._skip for i in ids):  # the rest of the failed step
+                    self._skip.update(ids)
+                    if bucket.is_last():
+                        self._skip = None
+                    err = self.step_error
+                    raise StepAborted(f"adacomp hook: bucket {bucket.index()} skipped, step "
+                                      f"{err.step} was aborted in bucket {err.bucket}: {err}",
+                                      bucket=bucket.index(), step=err.step,
+                                      failed_ranks=err.failed_ranks)
+                self._skip = None  # a parameter seen twice: a new step
+            if self._open is not None and any(i in self._open["seen"] for i in ids):
+                # A parameter seen twice: the last step never reached its last bucket (its
+                # backward failed outside the hook) and its gradient was not applied; undo it.
+                self._rollback_step()
+            if self._open is None:
+                self._begin_step()
+            self._open["seen"].update(ids)
+            try:
+                return self._reduce_bucket(bucket)
+            except BaseException as exc:
+                seen = self._open["seen"]
+                self._rollback_step()
+                if not isinstance(exc, Exception):
+                    raise
+                if not isinstance(exc, StepAborted):
+                    msg = (f"adacomp hook: bucket {bucket.index()} of step {self.steps} failed: "
+                           f"{type(exc).__name__}: {exc}; {_ROLLED_BACK}")
+                    aborted = StepAborted(msg, bucket=bucket.index(), step=self.steps,
+                                          failed_ranks=None)
+                    aborted.__cause__ = exc
+                    exc = aborted
+                self.step_error = exc
+                if not bucket.is_last():
+                    self._skip = seen
+                raise exc from exc.__cause__
+
+    def abort_step(self):
+        """Rolls back a step whose backward pass did not reach the last bucket.
+
+        The hook does this itself when it raises; call it only if backward failed
+        outside the hook (e.g. in your own autograd code) after some buckets were
+        reduced on every rank. Returns whether a step was open.
+        """
+        with self._lock:
+            if self._open is None:
+                return False
+            self._rollback_step()
+            return True
+
+    def _begin_step(self):
+        self.step_error = None
+        self._open = {"buckets": self.buckets, "transport_bytes": self.transport_bytes,
+                      "touched": {}, "seen": set()}
+
+    def _snapshot(self, layout):
+        touched = self._open["touched"]
+        for e, _, _ in layout:
+            if id(e) in touched:
+                continue
+            e.compressor.snapshot()
+            touched[id(e)] = e
+
+    def _rollback_step(self):
+        touched = self._open["touched"]
+        self.buckets = self._open["buckets"]
+        self.transport_bytes = self._open["transport_bytes"]
+        self._step = {t: _Counters() for t in LAYER_TYPES}
+        self._open = None
+        self.aborted_steps += 1
+        for e in touched.values():
+            e.compressor.restore()
+
+    def _commit_step(self):
+        for e in self._open["touched"].values():
+            e.compressor.discard_snapshot()
+        self._open = None
+        self.steps += 1
+        for t in LAYER_TYPES:
+            self._totals[t].merge(self._step[t])
+        self._last_step = self._step
+        self._step = {t: _Counters() for t in LAYER_TYPES}
+
+    def _reduce_bucket(self, bucket):
+        buf = bucket.buffer()
+        if buf.dtype != torch.float32 or buf.device.type != "cpu":
+            raise ValueError(f"adacomp hook: bucket is {buf.dtype} on {buf.device}; it works "
+                             f"on float32 CPU gradients")
+        layout = self._layout(bucket)
+        arr = buf.detach().numpy()
+        frames, error = [], None
+        step_stats = []
+        # The whole bucket is checked before anything in it is compressed.
+        bad = _adacomp.find_non_finite(arr)
+        if bad is not None:
+            where = next(((e, bad - off) for e, off, n in layout if off <= bad < off + n),
+                         (None, bad))
+            what = (f"parameter {where[0].name!r}, element {where[1]}" if where[0] is not None
+                    else f"bucket element {bad}")
+            error = ValueError(f"adacomp hook: non-finite gradient ({float(arr[bad])}) in {what}")
+        else:
+            self._snapshot(layout)
             for e, off, n in layout:
                 try:
                     frames.append(e.compressor.compress(arr[off:off + n]))
@@ -448,42 +582,38 @@ class AdaCompState:
                     error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
                     break
                 step_stats.append(e.compressor.last_stats)
-            payload = b"".join(frames)
-            gathered, lengths = self._gather(payload, error is not None)
-            if error is not None:
-                raise error
-            if gathered is None:
-                bad = [r for r, n in enumerate(lengths) if n < 0]
-                raise RuntimeError(f"adacomp hook: rank(s) {bad} failed to compress bucket "
-                                   f"{bucket.index()}; see the error on those ranks")
-            for (e, _, _), s in zip(layout, step_stats):
-                self._step[e.layer_type].add_compress(s)
-            arr[...] = 0
-            for r, (data, n_r) in enumerate(zip(gathered, lengths)):
-                view = memoryview(data)[:n_r]
-                pos = 0
-                for e, off, n in layout:
-                    try:
-                        used = _adacomp.decompress_add(view[pos:], arr[off:off + n], e.tensor_id)
-                    except FrameError as exc:
-                        raise FrameError(f"rank {r}, bucket {bucket.index()}, parameter "
-                                         f"{e.name!r}: {exc}") from None
-                    pos += used
-                    c = self._step[e.layer_type]
-                    c.gathered_elements += n
-                    c.gathered_bytes += used
-                if pos != n_r:
-                    raise FrameError(f"rank {r}, bucket {bucket.index()}: {n_r - pos} bytes left "
-                                     f"after the last parameter's frame")
-            buf.div_(len(gathered))
-            self.buckets += 1
-            if bucket.is_last():
-                self.steps += 1
-                for t in LAYER_TYPES:
-                    self._totals[t].merge(self._step[t])
-                self._last_step = self._step
-                self._step = {t: _Counters() for t in LAYER_TYPES}
-            return buf
+        payload = b"".join(frames)
+        gathered, lengths = self._gather(payload, error is not None)
+        if error is not None or gathered is None:
+            bad = [r for r, n in enumerate(lengths) if n < 0]
+            why = f"here: {type(error).__name__}: {error}" if error else "see their error"
+            raise StepAborted(f"adacomp hook: rank(s) {bad} failed in bucket {bucket.index()} of "
+                              f"step {self.steps} ({why}); {_ROLLED_BACK}",
+                              bucket=bucket.index(), step=self.steps, failed_ranks=bad) from error
+        for (e, _, _), s in zip(layout, step_stats):
+            self._step[e.layer_type].add_compress(s)
+        arr[...] = 0  # the gradient is not state: on a failure below the step is skipped
+        for r, (data, n_r) in enumerate(zip(gathered, lengths)):
+            view = memoryview(data)[:n_r]
+            pos = 0
+            for e, off, n in layout:
+                try:
+                    used = _adacomp.decompress_add(view[pos:], arr[off:off + n], e.tensor_id)
+                except FrameError as exc:
+                    raise FrameError(f"rank {r}, bucket {bucket.index()}, parameter "
+                                     f"{e.name!r}: {exc}") from None
+                pos += used
+                c = self._step[e.layer_type]
+                c.gathered_elements += n
+                c.gathered_bytes += used
+            if pos != n_r:
+                raise FrameError(f"rank {r}, bucket {bucket.index()}: {n_r - pos} bytes left "
+                                 f"after the last parameter's frame")
+        buf.div_(len(gathered))
+        self.buckets += 1
+        if bucket.is_last():
+            self._commit_step()
+        return buf
 
 
 def _total(counters):
@@ -499,7 +629,12 @@ def hook(state, bucket):
     ``state`` is an AdaCompState. Returns a completed future of the averaged bucket.
     """
     fut = torch.futures.Future()
-    fut.set_result(state.reduce_bucket(bucket))
+    try:
+        fut.set_result(state.reduce_bucket(bucket))
+    except Exception as exc:  # noqa: BLE001 - handed to DDP, which raises it from backward()
+        # Raising here would leave DDP's reducer mid-iteration, unable to run the next
+        # one; a failed future lets it finish the backward pass and raise from there.
+        fut.set_exception(exc)
     return fut
 
 

@@ -18,6 +18,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "adacomp/codec.h"
 #include "adacomp/status.h"
 #include "adacomp/version.h"
+#include "core/crc32c.h"
 
 namespace py = pybind11;
 
@@ -195,7 +197,10 @@ class PyCompressor {
       std::lock_guard<std::mutex> lock(mu_);
       frame.reserve(last_stats_.frame_bytes);
       status = impl_->Compress(span, &frame, &stats);
-      if (status.ok()) last_stats_ = stats;
+      if (status.ok()) {
+        last_stats_ = stats;
+        ++compressed_since_snapshot_;
+      }
     }
     if (!status.ok()) ThrowStatus(status, false);
     return py::bytes(reinterpret_cast<const char*>(frame.data()), frame.size());
@@ -235,8 +240,58 @@ class PyCompressor {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       status = impl_->LoadState(bytes);
+      if (status.ok()) has_snapshot_ = false;  // a loaded state supersedes the snapshot
     }
     if (!status.ok()) ThrowStatus(status, false);
+  }
+
+  // Remembers the current residue, step counter and last_stats, so that
+  // Restore() can undo the compressions that follow. Costs one copy of the
+  // residue (a memcpy into a buffer kept between calls), far less than
+  // SaveState(), which also encodes and checksums.
+  void Snapshot() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::span<const float> r = impl_->residue();
+    snapshot_residue_.assign(r.begin(), r.end());
+    snapshot_stats_ = last_stats_;
+    compressed_since_snapshot_ = 0;
+    has_snapshot_ = true;
+  }
+
+  // Puts back what Snapshot() saw and forgets the snapshot. Returns whether it
+  // had to change anything (false when nothing was compressed since).
+  bool Restore() {
+    Status status;
+    bool changed = false;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!has_snapshot_) {
+        status = Status::Internal("restore: no snapshot (call snapshot() first)");
+      } else if (compressed_since_snapshot_ > 0) {
+        status = RestoreLocked();
+        changed = status.ok();
+      }
+      if (status.ok()) {
+        last_stats_ = snapshot_stats_;
+        compressed_since_snapshot_ = 0;
+        has_snapshot_ = false;
+      }
+    }
+    if (!status.ok()) ThrowStatus(status, false);
+    return changed;
+  }
+
+  // Forgets the snapshot (the compressions since are kept).
+  void DiscardSnapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    has_snapshot_ = false;
+  }
+
+  bool has_snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return has_snapshot_;
   }
 
   uint64_t elements() const { return impl_->elements(); }
@@ -249,10 +304,48 @@ class PyCompressor {
   uint64_t seed() const { return config_.seed; }
 
  private:
+  // The core has no "set residue" call, so the restore goes through
+  // LoadState: the current state bytes (docs/wire-format.md section 9: magic
+  // "ACS\1", codec, values, 2 reserved, elements u64, step u64, residue count
+  // u64, residue f32..., CRC32C) with the step counter moved back by the
+  // compressions since the snapshot, the snapshot's residue and a new CRC.
+  // LoadState validates the result, so a format change fails loudly here.
+  Status RestoreLocked() {
+    constexpr size_t kHeader = 32;
+    std::vector<uint8_t> state = impl_->SaveState();
+    const size_t n = snapshot_residue_.size();
+    auto load_u64 = [&](size_t at) {
+      uint64_t v = 0;
+      for (int b = 7; b >= 0; --b) v = (v << 8) | state[at + b];
+      return v;
+    };
+    auto store_u32 = [&](size_t at, uint32_t v) {
+      for (int b = 0; b < 4; ++b) state[at + b] = static_cast<uint8_t>(v >> (8 * b));
+    };
+    if (state.size() != kHeader + 4 * n + 4 || std::memcmp(state.data(), "ACS\x01", 4) != 0 ||
+        load_u64(24) != n || load_u64(16) < compressed_since_snapshot_) {
+      return Status::Internal("restore: the compressor state layout is not the documented one "
+                              "(docs/wire-format.md section 9); cannot restore the snapshot");
+    }
+    const uint64_t step = load_u64(16) - compressed_since_snapshot_;
+    for (int b = 0; b < 8; ++b) state[16 + b] = static_cast<uint8_t>(step >> (8 * b));
+    for (size_t i = 0; i < n; ++i) {
+      store_u32(kHeader + 4 * i, std::bit_cast<uint32_t>(snapshot_residue_[i]));
+    }
+    const size_t end = state.size() - 4;
+    store_u32(end, internal::Crc32cExtend(0, state.data(), end));
+    return impl_->LoadState(state);
+  }
+
   CodecConfig config_;
   std::unique_ptr<Compressor> impl_;
   mutable std::mutex mu_;
   CompressStats last_stats_;
+  // Snapshot() / Restore().
+  bool has_snapshot_ = false;
+  std::vector<float> snapshot_residue_;  // capacity kept between steps
+  CompressStats snapshot_stats_;
+  uint64_t compressed_since_snapshot_ = 0;
 };
 
 // Adds the frame at the start of `frame` into `out`; returns the bytes the
@@ -322,6 +415,10 @@ PYBIND11_MODULE(_adacomp, m) {
       .def_property_readonly("residue", &PyCompressor::Residue)
       .def("_save_state", &PyCompressor::SaveState)
       .def("_load_state", &PyCompressor::LoadState, py::arg("state"))
+      .def("snapshot", &PyCompressor::Snapshot)
+      .def("restore", &PyCompressor::Restore)
+      .def("discard_snapshot", &PyCompressor::DiscardSnapshot)
+      .def_property_readonly("has_snapshot", &PyCompressor::has_snapshot)
       .def_property_readonly("last_stats", &PyCompressor::LastStats)
       .def_property_readonly("elements", &PyCompressor::elements)
       .def_property_readonly("tensor_id", &PyCompressor::tensor_id)

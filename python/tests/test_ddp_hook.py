@@ -6,11 +6,15 @@ gathered, counted here independently by wrapping torch.distributed.all_gather
 and walking the gathered bytes with adacomp.inspect; residues are keyed by
 parameter name across DDP's bucket rebuild (several buckets, reordered after
 step 1); a checkpoint (model + optimizer + hook state) resumes bit-identically;
-a NaN on one rank makes every rank raise instead of hanging.
+a NaN on one rank makes every rank raise instead of hanging; a step that fails
+in a late bucket on one rank (NaN gradient, or a frame that fails to decode) is
+rolled back on every rank, so skipping it leaves the state bit-identical to a
+run that never saw that batch (AtomicStepTest).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_hook
 """
 
 import copy
+import hashlib
 import os
 import socket
 import tempfile
@@ -297,6 +301,191 @@ class DdpHookTest(unittest.TestCase):
         for rank, r in enumerate(self.results):
             self.assertIsNotNone(r["nan_error"], f"rank {rank} did not raise")
         self.assertIn("rank(s) [1]", self.results[0]["nan_error"])
+
+
+FAIL_NAN_AT = 4       # rank 1's conv.weight gradient gets a NaN at this step
+FAIL_FRAME_AT = 7     # rank 1 sends a corrupt fc1.bias frame at this step
+ATOMIC_STEPS = 10
+
+
+def digest(model, opt, state):
+    """SHA-256 of the weights, the optimizer state and the hook's state_dict."""
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.numpy().tobytes())
+    for k, v in sorted(opt.state_dict()["state"].items()):
+        h.update(str(k).encode())
+        h.update(v["momentum_buffer"].numpy().tobytes())
+    sd = state.state_dict()
+    for name in sorted(sd["params"]):
+        h.update(name.encode())
+        h.update(sd["params"][name]["state"])
+    h.update(repr((sd["steps"], sd["buckets"], sd["transport_bytes"],
+                   sorted((t, sorted(c.items())) for t, c in sd["totals"].items()))).encode())
+    return h.hexdigest()
+
+
+def atomic_run(rank, x, y, fail):
+    """Trains ATOMIC_STEPS batches. fail=True: rank 1 fails at FAIL_NAN_AT and FAIL_FRAME_AT,
+    every rank catches the error and skips the step; fail=False: those batches are skipped
+    without running them at all."""
+    torch.manual_seed(0)
+    model = Net()
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.02)
+    state = adt.register(ddp)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    out = {"errors": {}, "buckets_before_failure": {}}
+    hook_calls = []
+
+    def nan_in_conv_grad(g):  # conv.weight's gradient is the last one backward computes
+        if fail and rank == 1 and cur_step[0] == FAIL_NAN_AT:
+            g = g.clone()
+            g.view(-1)[5] = float("nan")
+        return g
+    cur_step = [0]
+    model.conv.weight.register_hook(nan_in_conv_grad)
+    fc1_bias = state._by_name["fc1.bias"].compressor
+    real_compress = fc1_bias.compress
+
+    def corrupt_compress(g):
+        frame = real_compress(g)
+        if fail and rank == 1 and cur_step[0] == FAIL_FRAME_AT:
+            frame = bytearray(frame)
+            frame[-5] ^= 0x40  # a payload bit: the checksum no longer matches
+            frame = bytes(frame)
+        return frame
+    fc1_bias.compress = corrupt_compress
+    real_reduce = state.reduce_bucket
+
+    def counting_reduce(bucket):
+        hook_calls.append((cur_step[0], bucket.index()))
+        return real_reduce(bucket)
+    state.reduce_bucket = counting_reduce
+
+    for step in range(ATOMIC_STEPS):
+        cur_step[0] = step
+        if not fail and step in (FAIL_NAN_AT, FAIL_FRAME_AT):
+            continue
+        xb, yb = batch_for(x, y, step, rank)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(ddp(xb), yb)
+        try:
+            loss.backward()
+        except Exception as exc:  # noqa: BLE001 - what the README tells users to do
+            out["errors"][step] = f"{type(exc).__name__}: {exc}"
+            out["buckets_before_failure"][step] = sum(1 for s, _ in hook_calls if s == step) - 1
+            opt.zero_grad()
+            continue
+        opt.step()
+    out["digest"] = digest(model, opt, state)
+    out["params"] = {k: v.clone() for k, v in model.state_dict().items()}
+    out["residues"] = state.residues()
+    out["steps"] = state.stats()["steps"]
+    out["aborted_steps"] = state.aborted_steps
+    out["last_stats"] = {n: e.compressor.last_stats for n, e in state._by_name.items()}
+    return out
+
+
+def atomic_worker(rank, port, outdir):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
+    result = {}
+    try:
+        x, y = make_data()
+        result["failing"] = atomic_run(rank, x, y, fail=True)
+        result["skipping"] = atomic_run(rank, x, y, fail=False)
+    finally:
+        torch.save(result, os.path.join(outdir, f"atomic{rank}.pt"))
+        dist.destroy_process_group()
+
+
+class AtomicStepTest(unittest.TestCase):
+    """A failed step, caught and skipped, equals never having run that batch."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        mp.spawn(atomic_worker, args=(free_port(), cls.tmp.name), nprocs=WORLD, join=True)
+        cls.results = [torch.load(os.path.join(cls.tmp.name, f"atomic{r}.pt"))
+                       for r in range(WORLD)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_rank_raises_at_the_failed_steps_only(self):
+        for rank, r in enumerate(self.results):
+            errors = r["failing"]["errors"]
+            self.assertEqual(sorted(errors), [FAIL_NAN_AT, FAIL_FRAME_AT], f"rank {rank}")
+            for step, msg in errors.items():
+                self.assertIn("rolled back", msg, f"rank {rank} step {step}")
+            self.assertIn("rank(s) [1]", errors[FAIL_NAN_AT])
+            self.assertIn("rank 1,", errors[FAIL_FRAME_AT])  # every rank decodes rank 1's frame
+            self.assertIn("fc1.bias", errors[FAIL_FRAME_AT])
+            self.assertEqual(r["skipping"]["errors"], {})
+        self.assertIn("non-finite", self.results[1]["failing"]["errors"][FAIL_NAN_AT])
+        self.assertIn("conv.weight", self.results[1]["failing"]["errors"][FAIL_NAN_AT])
+
+    def test_failures_came_after_other_buckets_were_reduced(self):
+        """Otherwise the rollback would have nothing to undo."""
+        for r in self.results:
+            for step, n in r["failing"]["buckets_before_failure"].items():
+                self.assertGreater(n, 0, f"step {step}")
+
+    def test_state_equals_a_run_without_those_batches(self):
+        for rank, r in enumerate(self.results):
+            a, b = r["failing"], r["skipping"]
+            self.assertEqual(a["aborted_steps"], 2)
+            self.assertEqual(b["aborted_steps"], 0)
+            self.assertEqual(a["steps"], ATOMIC_STEPS - 2)
+            self.assertEqual(a["steps"], b["steps"])
+            for k in b["params"]:
+                self.assertTrue(torch.equal(a["params"][k], b["params"][k]), f"rank {rank} {k}")
+            for k in b["residues"]:
+                np.testing.assert_array_equal(a["residues"][k], b["residues"][k],
+                                              err_msg=f"rank {rank} {k}")
+            self.assertEqual(a["last_stats"], b["last_stats"])
+            self.assertEqual(a["digest"], b["digest"], f"rank {rank}")
+        # Training did move on after the failures, and the replicas agree.
+        self.assertNotEqual(self.results[0]["failing"]["digest"], "")
+        for k, v in self.results[0]["failing"]["params"].items():
+            self.assertTrue(torch.equal(v, self.results[1]["failing"]["params"][k]), k)
+
+
+class SnapshotTest(unittest.TestCase):
+    """Compressor.snapshot() / restore() for every codec, fast and two-pass AdaComp paths."""
+
+    def test_restore_undoes_compressions(self):
+        rng = np.random.default_rng(5)
+        for codec in adacomp.CODECS:
+            for big in (False, True):
+                c = adacomp.Compressor(700, codec=codec, bin_size=50, seed=9)
+                for _ in range(3):
+                    c.compress(rng.standard_normal(700).astype(np.float32))
+                before, stats = c.state_dict()["state"], c.last_stats
+                c.snapshot()
+                self.assertTrue(c.has_snapshot)
+                g = rng.standard_normal(700).astype(np.float32) * (1e37 if big else 1)
+                first = c.compress(g)
+                c.compress(rng.standard_normal(700).astype(np.float32))
+                self.assertNotEqual(c.state_dict()["state"], before, codec)
+                self.assertTrue(c.restore())
+                self.assertFalse(c.has_snapshot)
+                self.assertEqual(c.state_dict()["state"], before, f"{codec} big={big}")
+                self.assertEqual(c.last_stats, stats, codec)
+                self.assertEqual(c.compress(g), first, codec)  # same frame as before the undo
+                with self.assertRaises(RuntimeError):
+                    c.restore()  # no snapshot any more
+                c.snapshot()
+                self.assertFalse(c.restore())  # nothing compressed since: nothing to do
+                c.snapshot()
+                c.load_state_dict({"state": before})
+                self.assertFalse(c.has_snapshot)  # a load supersedes the snapshot
 
 
 class StateTest(unittest.TestCase):

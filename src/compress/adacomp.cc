@@ -20,7 +20,9 @@
 // range) the two-pass path runs: pass A (read only) computes the maxima and
 // notices any non-finite G, pass B selects and updates (compress/kernels.h).
 // No allocation once the buffers have grown. The results are bit-identical
-// to the plain definition (the scalar reference in adacomp_test.cc checks it).
+// to the plain definition (adacomp_test.cc and fused_test.cc check it).
+// residue() and SaveState() are const but apply pending corrections (mutable
+// members): like every call, they must not run concurrently on one object.
 #include <algorithm>
 #include <bit>
 #include <cassert>

@@ -15,28 +15,34 @@ bool CpuHasAvx2() {
   return have;
 }
 
+// Walks from the end to the start: CheckGradient runs this over dW just
+// before the compressors stream through dW from the start, and the start,
+// read last here, is then still in the last-level cache.
 ADACOMP_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
-  size_t i = 0;
+  const size_t head = n % 32;  // v[0, head) by the scalar twin
+  size_t i = n;
 #define ADACOMP_LOAD_ABS(o) \
   _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + (o))), abs_mask)
-  for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(v + i + 4096), _MM_HINT_T0);  // 16 KB ahead
-    _mm_prefetch(reinterpret_cast<const char*>(v + i + 4096 + 16), _MM_HINT_T0);
+  while (i > head) {
+    i -= 32;
+    if (i >= 4096) {
+      _mm_prefetch(reinterpret_cast<const char*>(v + i - 4096), _MM_HINT_T0);  // 16 KB ahead
+      _mm_prefetch(reinterpret_cast<const char*>(v + i - 4096 + 16), _MM_HINT_T0);
+    }
     m0 = _mm256_max_epi32(m0, ADACOMP_LOAD_ABS(i));  // as signed: the masked bits are >= 0
     m1 = _mm256_max_epi32(m1, ADACOMP_LOAD_ABS(i + 8));
     m2 = _mm256_max_epi32(m2, ADACOMP_LOAD_ABS(i + 16));
     m3 = _mm256_max_epi32(m3, ADACOMP_LOAD_ABS(i + 24));
   }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_epi32(m0, ADACOMP_LOAD_ABS(i));
 #undef ADACOMP_LOAD_ABS
   m0 = _mm256_max_epi32(_mm256_max_epi32(m0, m1), _mm256_max_epi32(m2, m3));
   __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
   h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
   h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1));
   const uint32_t m = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
-  const uint32_t t = MaxAbsBitsScalar(v + i, n - i);
+  const uint32_t t = MaxAbsBitsScalar(v, head);
   return t > m ? t : m;
 }
 

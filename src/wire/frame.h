@@ -108,72 +108,89 @@ size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int va
 // Writes the sparse bitstream (gaps, and sign bits when `signs`; negative(j)
 // says whether entry j is negative) into [begin, end), zero-padding the last
 // byte. The range must be exactly ceil((rice_bits + signs*count) / 8) bytes.
+namespace detail {
+// Appends the low n bits of v (n <= 56) to the stream at *p / *acc / *fill
+// (fewer than 8 pending bits in *acc between calls), byte by byte near the
+// end of [*p, end).
+inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* fill,
+                           uint8_t* end) {
+  *acc |= v << *fill;
+  *fill += n;
+  const int bytes = *fill >> 3;
+  if (end - *p >= 8) {
+    internal::StoreU64(*p, *acc);
+  } else {
+    for (int i = 0; i < bytes; ++i) (*p)[i] = static_cast<uint8_t>(*acc >> (8 * i));
+  }
+  *p += bytes;
+  *acc = bytes == 8 ? 0 : *acc >> (8 * bytes);
+  *fill &= 7;
+}
+}  // namespace detail
+
 template <typename NegativeFn>
 void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
                      IndexCode code, bool signs, NegativeFn negative) {
   // Each entry's code (unary part, low bits, sign) is assembled into one
   // word when it is at most 56 bits long (nearly always) and appended with
-  // one unaligned 8-byte store; longer codes go through the general writer.
-  // acc holds fewer than 8 pending bits between entries.
+  // one unaligned 8-byte store; longer codes and the last bytes go through
+  // the careful path. acc holds fewer than 8 pending bits between entries.
   const int k = code.k;
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
   const bool rice = code.family == IndexFamily::kRice;
-  const int sign_bits = signs ? 1 : 0;
+  const uint64_t sign_bits = signs ? 1 : 0;
   uint8_t* p = begin;
   uint64_t acc = 0;
   int fill = 0;
-  auto put = [&](uint64_t v, int n) {  // n <= 56, v < 2^n
-    acc |= v << fill;
-    fill += n;
-    if (end - p >= 8) {
-      internal::StoreU64(p, acc);
-    } else {
-      for (int i = 0; i < (fill + 7) / 8; ++i) p[i] = static_cast<uint8_t>(acc >> (8 * i));
-    }
-    const int bytes = fill >> 3;
-    p += bytes;
-    acc = bytes == 8 ? 0 : acc >> (8 * bytes);
-    fill &= 7;
-  };
   uint64_t next = 0;  // smallest index the next entry may have
-  for (size_t j = 0; j < indices.size(); ++j) {
-    const uint64_t gap = indices[j] - next;
-    next = uint64_t{indices[j]} + 1;
+  const size_t count = indices.size();
+  const uint32_t* idx = indices.data();
+  for (size_t j = 0; j < count; ++j) {
+    const uint64_t gap = idx[j] - next;
+    next = uint64_t{idx[j]} + 1;
     const uint64_t sign = signs && negative(j) ? 1 : 0;
     uint64_t prefix_len, prefix;  // the part before the k low bits
+    int b = 0;
     if (rice) {
       prefix_len = (gap >> k) + 1;
-      prefix = prefix_len <= 56 ? uint64_t{1} << (prefix_len - 1) : 0;
+      prefix = uint64_t{1} << ((prefix_len - 1) & 63);
     } else {
       const uint64_t v = (gap >> k) + 1;
-      const int b = std::bit_width(v) - 1;
+      b = std::bit_width(v) - 1;
       prefix_len = 2 * static_cast<uint64_t>(b) + 1;
-      prefix =
-          prefix_len <= 56 ? ((v & ((uint64_t{1} << b) - 1)) << (b + 1)) | (uint64_t{1} << b) : 0;
+      prefix = ((v & ((uint64_t{1} << b) - 1)) << (b + 1)) | (uint64_t{1} << b);
     }
-    const uint64_t total = prefix_len + static_cast<uint64_t>(k + sign_bits);
+    const uint64_t total = prefix_len + static_cast<uint64_t>(k) + sign_bits;
+    if (total <= 56 && end - p >= 8) [[likely]] {
+      acc |= (prefix | ((gap & low_mask) << prefix_len) | (sign << (prefix_len + k))) << fill;
+      fill += static_cast<int>(total);
+      internal::StoreU64(p, acc);
+      p += fill >> 3;
+      acc >>= fill & 56;  // fill <= 63
+      fill &= 7;
+      continue;
+    }
     if (total <= 56) {
-      put(prefix | ((gap & low_mask) << prefix_len) | (sign << (prefix_len + k)),
-          static_cast<int>(total));
+      detail::PutBitsCareful(prefix | ((gap & low_mask) << prefix_len) | (sign << (prefix_len + k)),
+                             static_cast<int>(total), &p, &acc, &fill, end);
       continue;
     }
     // Long code: the same bits in pieces.
     if (rice) {
       for (uint64_t z = prefix_len - 1; z > 0;) {
         const int piece = static_cast<int>(z < 56 ? z : 56);
-        put(0, piece);
+        detail::PutBitsCareful(0, piece, &p, &acc, &fill, end);
         z -= static_cast<uint64_t>(piece);
       }
-      put(1, 1);
+      detail::PutBitsCareful(1, 1, &p, &acc, &fill, end);
     } else {
       const uint64_t v = (gap >> k) + 1;
-      const int b = std::bit_width(v) - 1;
-      put(0, b);  // b <= 32
-      put(1, 1);
-      put(v & ((uint64_t{1} << b) - 1), b);
+      detail::PutBitsCareful(0, b, &p, &acc, &fill, end);  // b <= 32
+      detail::PutBitsCareful(1, 1, &p, &acc, &fill, end);
+      detail::PutBitsCareful(v & ((uint64_t{1} << b) - 1), b, &p, &acc, &fill, end);
     }
-    put(gap & low_mask, k);  // k <= 31
-    if (signs) put(sign, 1);
+    detail::PutBitsCareful(gap & low_mask, k, &p, &acc, &fill, end);  // k <= 31
+    if (signs) detail::PutBitsCareful(sign, 1, &p, &acc, &fill, end);
   }
   if (fill > 0) *p++ = static_cast<uint8_t>(acc);
   assert(p == end);
