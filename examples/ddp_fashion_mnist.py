@@ -120,6 +120,7 @@ def worker(rank, args):
               f"{'AdaComp hook (codec ' + args.codec + ')' if state else 'no hook (dense all-reduce)'}",
               flush=True)
     summary = {}
+    skipped = 0
     start = time.time()
     for epoch in range(1, args.epochs + 1):
         if args.max_steps and step >= args.max_steps:
@@ -134,9 +135,25 @@ def worker(rank, args):
                 break
             idx = perm[i * global_batch + rank * args.batch_size:
                        i * global_batch + (rank + 1) * args.batch_size]
-            loss = nn.functional.cross_entropy(ddp(x_train[idx]), y_train[idx])
+            xb = x_train[idx]
+            if step == args.nan_at and rank == world - 1:
+                xb = xb.clone()
+                xb[0, 0, 0, 0] = float("nan")  # a bad batch on one rank only
+            loss = nn.functional.cross_entropy(ddp(xb), y_train[idx])
             opt.zero_grad()
-            loss.backward()
+            try:
+                loss.backward()
+            except RuntimeError as exc:
+                if state is None or state.step_error is None:
+                    raise  # not the hook's: nothing was rolled back
+                # Every rank gets here for the same step; the hook state is as it was
+                # before the step. Skip the update and go on with the next batch.
+                if rank == 0:
+                    print(f"step {step} skipped: {state.step_error}", flush=True)
+                opt.zero_grad()
+                skipped += 1
+                step += 1
+                continue
             opt.step()
             loss_sum[0] += loss.item()
             loss_sum[1] += 1
@@ -161,7 +178,7 @@ def worker(rank, args):
     if rank == 0:
         extra = f"  compression {summary['compression_rate']:.1f}x" if state else ""
         print(f"final: test_acc {summary.get('test_acc', 0):.4f}  steps {summary.get('steps', 0)}"
-              f"{extra}  wall {time.time() - start:.1f}s", flush=True)
+              f"{extra}  skipped {skipped}  wall {time.time() - start:.1f}s", flush=True)
     dist.destroy_process_group()
 
 
@@ -178,6 +195,8 @@ def main():
     ap.add_argument("--bin-size", type=int, default=0,
                     help="one bin size for every layer (default: conv 50, fc 500, other 500)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--nan-at", type=int, default=-1,
+                    help="put a NaN in the last rank's batch at this step (shows the skip)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--port", type=int, default=0, help="rendezvous port (0: pick a free one)")

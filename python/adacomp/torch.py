@@ -634,7 +634,13 @@ def hook(state, bucket):
     except Exception as exc:  # noqa: BLE001 - handed to DDP, which raises it from backward()
         # Raising here would leave DDP's reducer mid-iteration, unable to run the next
         # one; a failed future lets it finish the backward pass and raise from there.
-        fut.set_exception(exc)
+        # (A callback that raises marks the future failed for C++ too, so DDP's wait()
+        # raises exc's message; Future.set_exception only fails it for Python callers.)
+        def fail(_, exc=exc):
+            raise exc
+        child = fut.then(fail)
+        fut.set_result(None)
+        return child
     return fut
 
 

@@ -335,7 +335,7 @@ def atomic_run(rank, x, y, fail):
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.02)
     state = adt.register(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    out = {"errors": {}, "buckets_before_failure": {}}
+    out = {"errors": {}, "buckets_before_failure": {}, "step_errors": {}}
     hook_calls = []
 
     def nan_in_conv_grad(g):  # conv.weight's gradient is the last one backward computes
@@ -372,12 +372,19 @@ def atomic_run(rank, x, y, fail):
         loss = nn.functional.cross_entropy(ddp(xb), yb)
         try:
             loss.backward()
-        except Exception as exc:  # noqa: BLE001 - what the README tells users to do
+        except RuntimeError as exc:  # what python/README.md tells users to do
+            if state.step_error is None:
+                raise
             out["errors"][step] = f"{type(exc).__name__}: {exc}"
+            err = state.step_error  # pickling would drop __cause__: keep what the test needs
+            out["step_errors"][step] = (type(err).__name__, err.failed_ranks,
+                                        type(err.__cause__).__name__)
             out["buckets_before_failure"][step] = sum(1 for s, _ in hook_calls if s == step) - 1
             opt.zero_grad()
             continue
         opt.step()
+        if step == FAIL_NAN_AT + 1:
+            out["step_error_after_success"] = state.step_error
     out["digest"] = digest(model, opt, state)
     out["params"] = {k: v.clone() for k, v in model.state_dict().items()}
     out["residues"] = state.residues()
@@ -428,6 +435,14 @@ class AtomicStepTest(unittest.TestCase):
             self.assertIn("rank 1,", errors[FAIL_FRAME_AT])  # every rank decodes rank 1's frame
             self.assertIn("fc1.bias", errors[FAIL_FRAME_AT])
             self.assertEqual(r["skipping"]["errors"], {})
+        for rank, r in enumerate(self.results):
+            errs = r["failing"]["step_errors"]
+            # Rank 0's own cause: none (it learnt of rank 1's failure in the exchange).
+            nan_cause = "ValueError" if rank == 1 else "NoneType"
+            self.assertEqual(errs[FAIL_NAN_AT], ("StepAborted", [1], nan_cause), f"rank {rank}")
+            # A frame that fails to decode fails every rank after the exchange.
+            self.assertEqual(errs[FAIL_FRAME_AT], ("StepAborted", None, "FrameError"))
+            self.assertIsNone(r["failing"]["step_error_after_success"])
         self.assertIn("non-finite", self.results[1]["failing"]["errors"][FAIL_NAN_AT])
         self.assertIn("conv.weight", self.results[1]["failing"]["errors"][FAIL_NAN_AT])
 
