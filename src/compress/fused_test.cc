@@ -66,7 +66,7 @@ std::vector<uint32_t> RandomSubset(size_t n, double density, uint64_t seed) {
 
 std::vector<uint32_t> Bits(const std::vector<float>& v) {
   std::vector<uint32_t> b(v.size());
-  std::memcpy(b.data(), v.data(), 4 * v.size());
+  if (!v.empty()) std::memcpy(b.data(), v.data(), 4 * v.size());
   return b;
 }
 
@@ -243,7 +243,8 @@ void CheckAgainstExact(size_t n, uint32_t bin, bool huge, bool read_residue_each
     ASSERT_EQ(std::bit_cast<uint32_t>(f.params.scale), std::bit_cast<uint32_t>(s));
     if (read_residue_each_step || step == 5) {
       const auto res = comp->residue();
-      ASSERT_EQ(0, std::memcmp(res.data(), ref.r.data(), 4 * n)) << "step " << step;
+      ASSERT_EQ(res.size(), ref.r.size());
+      ASSERT_TRUE(n == 0 || std::memcmp(res.data(), ref.r.data(), 4 * n) == 0) << "step " << step;
     }
   }
 }

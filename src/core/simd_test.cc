@@ -91,7 +91,7 @@ TEST(SimdTest, PayloadHelpersMatchScalar) {
     const auto v = testing::GradientLike(n, n + 3);
     // At an odd offset, as in a frame.
     std::vector<uint8_t> bytes(4 * n + 1);
-    std::memcpy(bytes.data() + 1, v.data(), 4 * n);
+    if (n > 0) std::memcpy(bytes.data() + 1, v.data(), 4 * n);
     const uint8_t* src = bytes.data() + 1;
     EXPECT_EQ(MaxAbsBitsBytesAvx2(src, n), MaxAbsBitsBytesScalar(src, n));
     EXPECT_EQ(MaxAbsBitsBytesScalar(src, n), MaxAbsBitsScalar(v.data(), n));
@@ -104,13 +104,13 @@ TEST(SimdTest, PayloadHelpersMatchScalar) {
     auto a = testing::GradientLike(n, 7), b = a;
     AddFloatsFromBytesAvx2(a.data(), src, n);
     AddFloatsFromBytesScalar(b.data(), src, n);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 4 * n));
+    EXPECT_TRUE(n == 0 || std::memcmp(a.data(), b.data(), 4 * n) == 0);
     std::vector<uint8_t> bits((n + 7) / 8 + 1);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint8_t>(i * 37 + 11);
     auto c = testing::GradientLike(n, 8), d = c;
     AddSignBitsAvx2(c.data(), bits.data() + 1, n, 0.5f, -0.25f);
     AddSignBitsScalar(d.data(), bits.data() + 1, n, 0.5f, -0.25f);
-    EXPECT_EQ(0, std::memcmp(c.data(), d.data(), 4 * n));
+    EXPECT_TRUE(n == 0 || std::memcmp(c.data(), d.data(), 4 * n) == 0);
   }
 #endif
 }
