@@ -90,6 +90,20 @@ class Compressor(_adacomp.Compressor):
         """
         return super().compress(_as_buffer(grad, "grad"))
 
+    def snapshot(self):
+        """Remembers the residue, step counter and last_stats (one copy of the residue into
+        a buffer kept between calls), so that restore() can undo the compressions after it."""
+        super().snapshot()
+
+    def restore(self):
+        """Undoes every compress() since snapshot() and forgets the snapshot. Returns whether
+        anything had changed. RuntimeError without a snapshot; load_state_dict() drops it."""
+        return super().restore()
+
+    def discard_snapshot(self):
+        """Forgets the snapshot, keeping the compressions since."""
+        super().discard_snapshot()
+
     def state_dict(self):
         """All mutable state (residue, generator) plus the settings it belongs to."""
         return {

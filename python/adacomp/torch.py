@@ -33,9 +33,17 @@ besides are counted separately as ``transport_bytes`` (they are an artefact of
 the fixed-size all-gather, not of the code).
 
 The hook runs the exchange synchronously and returns an already-completed
-future. If one rank fails to compress (e.g. a NaN in its gradient), it still
-takes part in the length exchange with a failure marker, so every rank raises
-instead of hanging in the collective.
+future. Steps are atomic for the state: if a bucket fails on any rank (a NaN
+or Inf in a rank's gradient, which is checked for over the whole bucket before
+anything is compressed; a frame that fails to decode; a failed collective),
+the failing rank still takes part in the length exchange with a failure
+marker, so every rank fails in the same bucket instead of hanging; then every
+rank restores the residues (Compressor.snapshot() at the first compression of
+each parameter in the step, restore() on failure) and statistics to the start
+of the step, sets ``state.step_error`` and fails the rest of the step's
+buckets without communicating. DDP raises the error from ``backward()``; the
+caller skips ``optimizer.step()``, zeroes the gradients and goes on, as if
+that batch had never been drawn (python/README.md).
 """
 
 import threading
@@ -115,11 +123,13 @@ class StepAborted(RuntimeError):
 
     The hook state is back where it was before the step (residues, step
     counters, statistics), so the caller can skip ``optimizer.step()``, call
-    ``zero_grad()`` and continue. Attributes: ``step`` (index of the failed
-    step), ``bucket`` (bucket index), ``failed_ranks`` (the ranks that
-    reported a failure in the exchange, or None for an error after it, such as
-    a frame that fails to decode; a rank's own error is the ``__cause__``). Note: DDP may wrap it in a RuntimeError on the way
-    out of ``backward()``; the message is kept.
+    ``zero_grad()`` and continue. Attributes: ``step`` (the hook's step
+    counter, ``state.steps``, when the step failed), ``bucket`` (bucket
+    index), ``failed_ranks`` (the ranks that reported a failure in the
+    exchange, or None for an error after it, such as a frame that fails to
+    decode; a rank's own error is the ``__cause__``).
+    Through DDP it reaches the caller as a RuntimeError raised by
+    ``backward()`` with this message; ``state.step_error`` holds the object.
     """
 
     def __init__(self, message, bucket=None, step=None, failed_ranks=None):

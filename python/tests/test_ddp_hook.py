@@ -9,7 +9,9 @@ step 1); a checkpoint (model + optimizer + hook state) resumes bit-identically;
 a NaN on one rank makes every rank raise instead of hanging; a step that fails
 in a late bucket on one rank (NaN gradient, or a frame that fails to decode) is
 rolled back on every rank, so skipping it leaves the state bit-identical to a
-run that never saw that batch (AtomicStepTest).
+run that never saw that batch (AtomicStepTest); the same rollbacks on buckets
+handed to reduce_bucket directly, abort_step() (StepRollbackTest); and
+Compressor.snapshot()/restore() for every codec (SnapshotTest).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_hook
 """
 
@@ -501,6 +503,122 @@ class SnapshotTest(unittest.TestCase):
                 c.snapshot()
                 c.load_state_dict({"state": before})
                 self.assertFalse(c.has_snapshot)  # a load supersedes the snapshot
+
+
+class FakeBucket:
+    """What the hook reads of a DDP GradBucket: a flat buffer with views per parameter."""
+
+    def __init__(self, index, params, grads, last):
+        self._index, self._params, self._last = index, params, last
+        self._buf = torch.cat([g.reshape(-1) for g in grads])
+        self._grads, off = [], 0
+        for p in params:
+            self._grads.append(self._buf[off:off + p.numel()].view_as(p))
+            off += p.numel()
+
+    def buffer(self):
+        return self._buf
+
+    def parameters(self):
+        return self._params
+
+    def gradients(self):
+        return self._grads
+
+    def index(self):
+        return self._index
+
+    def is_last(self):
+        return self._last
+
+
+class StepRollbackTest(unittest.TestCase):
+    """reduce_bucket called directly in a one-process group: rollbacks without DDP."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(free_port())
+        dist.init_process_group("gloo", rank=0, world_size=1)
+
+    @classmethod
+    def tearDownClass(cls):
+        dist.destroy_process_group()
+
+    def setUp(self):
+        torch.manual_seed(3)
+        self.model = Net()
+        p = dict(self.model.named_parameters())
+        self.first = [p["fc2.weight"], p["fc2.bias"], p["fc1.bias"]]
+        self.second = [p["fc1.weight"], p["conv.weight"], p["conv.bias"]]
+        g = torch.Generator().manual_seed(7)
+        self.grads = [{n: torch.randn(q.shape, generator=g) for n, q in p.items()}
+                      for _ in range(3)]
+        names = {id(q): n for n, q in p.items()}
+        self.names = names
+
+    def bucket(self, k, step, last=False, nan=False):
+        params = self.first if k == 0 else self.second
+        grads = [self.grads[step][self.names[id(q)]].clone() for q in params]
+        if nan:
+            grads[-1].view(-1)[3] = float("inf")
+        return FakeBucket(k, params, grads, last)
+
+    def reference(self, steps):
+        st = adt.AdaCompState(model=self.model)
+        for s in steps:
+            st.reduce_bucket(self.bucket(0, s))
+            st.reduce_bucket(self.bucket(1, s, last=True))
+        return st
+
+    def assertSameState(self, a, b):
+        sa, sb = a.state_dict(), b.state_dict()
+        for n in sb["params"]:
+            self.assertEqual(sa["params"][n]["state"], sb["params"][n]["state"], n)
+        for k in ("steps", "buckets", "transport_bytes", "totals"):
+            self.assertEqual(sa[k], sb[k], k)
+
+    def test_failure_in_last_bucket_rolls_back_the_first(self):
+        st = adt.AdaCompState(model=self.model)
+        st.reduce_bucket(self.bucket(0, 0))
+        st.reduce_bucket(self.bucket(1, 0, last=True))
+        st.reduce_bucket(self.bucket(0, 1))
+        with self.assertRaises(adt.StepAborted) as cm:
+            st.reduce_bucket(self.bucket(1, 1, last=True, nan=True))
+        self.assertIn("conv.bias", str(cm.exception))
+        self.assertIs(st.step_error, cm.exception)
+        self.assertEqual(st.aborted_steps, 1)
+        self.assertSameState(st, self.reference([0]))
+        st.reduce_bucket(self.bucket(0, 2))
+        self.assertIsNone(st.step_error)  # a new step began
+        st.reduce_bucket(self.bucket(1, 2, last=True))
+        self.assertSameState(st, self.reference([0, 2]))
+
+    def test_rest_of_a_failed_step_is_failed_without_work(self):
+        st2 = adt.AdaCompState(model=self.model)
+        bad = self.bucket(0, 0, nan=True)
+        with self.assertRaises(adt.StepAborted):
+            st2.reduce_bucket(bad)
+        with self.assertRaises(adt.StepAborted) as cm:  # same step, later bucket: no compression
+            st2.reduce_bucket(self.bucket(1, 0, last=True))
+        self.assertIn("skipped", str(cm.exception))
+        for r in st2.residues().values():
+            self.assertFalse(r.any())
+        st2.reduce_bucket(self.bucket(0, 1))
+        st2.reduce_bucket(self.bucket(1, 1, last=True))
+        self.assertSameState(st2, self.reference([1]))
+
+    def test_abort_step_and_parameter_seen_twice(self):
+        st = adt.AdaCompState(model=self.model)
+        self.assertFalse(st.abort_step())
+        st.reduce_bucket(self.bucket(0, 0))
+        self.assertTrue(st.abort_step())
+        self.assertSameState(st, self.reference([]))
+        st.reduce_bucket(self.bucket(0, 1))  # its step never ends ...
+        st.reduce_bucket(self.bucket(0, 2))  # ... a parameter seen again: rolled back first
+        st.reduce_bucket(self.bucket(1, 2, last=True))
+        self.assertEqual(st.aborted_steps, 2)
+        self.assertSameState(st, self.reference([2]))
 
 
 class StateTest(unittest.TestCase):
