@@ -28,6 +28,8 @@
 
 #include "adacomp/communicator.h"
 
+#include "../messages.h"
+
 namespace adacomp {
 namespace {
 
@@ -64,21 +66,8 @@ struct Outcome {
   std::vector<float> sum;       // AllReduceSum
 };
 
-// "0.2", "30", "1e+09": seconds as a person would write them.
-std::string Seconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", seconds);
-  return text;
-}
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
-}
+using comm_internal::RankList;
+using comm_internal::Seconds;
 
 // Longer timeouts are clamped so that deadlines cannot overflow the clock.
 constexpr double kMaxTimeoutSeconds = 1e9;

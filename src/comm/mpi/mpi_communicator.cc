@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "../messages.h"
+
 namespace adacomp {
 namespace {
 
@@ -95,21 +97,8 @@ std::string MpiErrorText(int code) {
   return std::string(text, length);
 }
 
-// "0.2", "30", "1e+09": seconds as a person would write them.
-std::string Seconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", seconds);
-  return text;
-}
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
-}
+using comm_internal::RankList;
+using comm_internal::Seconds;
 
 class MpiCommunicator final : public Communicator {
  public:
