@@ -19,7 +19,7 @@
 //     single-bit error), a wrong id or a wrong dst size are rejected with dst
 //     untouched. DecodeFrame -> EncodeFrame gives identical bytes.
 //  4. Semantics, by independent scalar references: dense sends the gradient
-//     bit-for-bit; adacomp's selection, signs and scale follow SPEC section 2
+//     bit-for-bit; adacomp's selection, signs and scale follow docs/algorithm.md section 2
 //     exactly (same float operations, so equality is exact); fp16 values are
 //     a nearest half of clamp(G); fp32 values are G; topk sends the k largest
 //     |G| (ties to the lower index) with their exact values; threshold sends

@@ -1,4 +1,4 @@
-// AdaComp (SPEC section 2): adaptive residual gradient compression.
+// AdaComp (docs/algorithm.md section 2): adaptive residual gradient compression.
 //
 // Fast path (docs/performance.md), when the gradient is finite and no sum
 // R + dW can overflow (|dW| and the tracked bound on |R| both below 2^126):

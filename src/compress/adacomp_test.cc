@@ -1,4 +1,4 @@
-// AdaComp against an independent scalar reference of SPEC section 2.
+// AdaComp against an independent scalar reference of docs/algorithm.md section 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +32,7 @@ float RefHalf(float g) {
   return static_cast<float>(g < 0 ? -v : v);
 }
 
-// SPEC section 2, written as plainly as possible.
+// docs/algorithm.md section 2, written as plainly as possible.
 struct RefAdaComp {
   size_t bin_size;
   ValueMode mode;

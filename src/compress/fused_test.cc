@@ -1,6 +1,6 @@
 // The fused AdaComp kernel's vector version against its scalar twin, and the
 // whole compressor (fast path with deferred corrections, and the two-pass
-// path) against an independent bit-exact scalar definition of SPEC section 2.
+// path) against an independent bit-exact scalar definition of docs/algorithm.md section 2.
 #include "compress/fused.h"
 
 #include <gtest/gtest.h>
@@ -184,7 +184,7 @@ TEST(BaselineKernelsTest, Avx2MatchesScalarTwins) {
 }
 #endif
 
-// SPEC section 2 in float arithmetic, exactly as the library must compute it
+// docs/algorithm.md section 2 in float arithmetic, exactly as the library must compute it
 // (ternary mode).
 struct ExactRef {
   size_t bin;

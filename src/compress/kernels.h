@@ -39,7 +39,7 @@ inline float MaxAbsSumCheckedScalar(const float* r, const float* g, size_t n, bo
   return std::bit_cast<float>(m);
 }
 
-// Pass B of AdaComp over one bin of len elements (SPEC section 2, steps 1-6):
+// Pass B of AdaComp over one bin of len elements (docs/algorithm.md section 2, steps 1-6):
 // G = r + g, H = G + g, selected iff |H| >= m and G != 0. Ternary: r = G - Gq
 // with Gq = sign(G) * s where selected (exactly G - (+-s)), else r = G.
 // Keep (fp modes): r = G. Bit j % 64 of sel[j / 64] is set iff element j is
