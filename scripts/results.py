@@ -37,7 +37,7 @@ SCALES = {
     # About 45 minutes on 2 shared cores (what docs/results.md shows).
     "quick": {
         "mnist-cnn-main": ("epochs", 3),   # the headline dense-vs-AdaComp rows
-        "mnist-cnn-sweep": ("epochs", 1),  # learners, batch sizes, baselines
+        "mnist-cnn-sweep": ("epochs", 3),  # learners, batch sizes, baselines
         "cifar-cnn": ("epochs", 1),
         "fc-dnn": ("epochs", 3),
         "char-lstm": ("epochs", 1),        # 377 steps of 128 sequences
@@ -299,8 +299,9 @@ def write_doc(configs, scale, command, notes_path):
   by_table = {}
   for c, r in loaded:
     by_table.setdefault(c["table"], []).append((c, r))
-  done = [r for _, r in loaded if r is not None]
-  missing = [c["id"] for c, r in loaded if r is None]
+  unique = {c["id"]: r for c, r in loaded}
+  done = [r for r in unique.values() if r is not None]
+  missing = [i for i, r in unique.items() if r is None]
   total_elapsed = sum(r["run"]["elapsed_seconds"] for r in done)
   dates = sorted(r["run"]["finished_utc"] for r in done)
   s = SCALES[scale]
@@ -319,12 +320,17 @@ def write_doc(configs, scale, command, notes_path):
   w(command)
   w("```")
   w("")
+  w("- The runs behind these tables went through this script in several "
+    "passes (`--skip-existing`, `--only`) with `--adacomp` set to a Release "
+    "build of this tree. Training is deterministic (same seed and settings "
+    "give the same weights digest), so a row's accuracy and compression do "
+    "not depend on the pass it ran in; its time does.")
   w("- Machine: %s. **The machine was shared with other work (builds and "
     "tests of other parts of the project) during the whole run**, so time per "
     "step is noisy and only roughly comparable between rows." % machine())
   w("- Runs: %d of %d configurations present, %.0f minutes of training in "
     "all (sum of each run's elapsed time), finished between %s and %s." % (
-        len(done), len(configs), total_elapsed / 60,
+        len(done), len(unique), total_elapsed / 60,
         dates[0] if dates else "-", dates[-1] if dates else "-"))
   if missing:
     w("- **Not run** (time ran out): %s." % ", ".join(
@@ -436,8 +442,13 @@ def main():
       args.scale, (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
   failed = []
   if not args.doc_only:
-    todo = [c for c in configs
-            if not args.only or re.search(args.only, c["id"])]
+    seen = set()
+    todo = []
+    for c in configs:  # the sweeps share their reference rows: run once
+      if c["id"] in seen or (args.only and not re.search(args.only, c["id"])):
+        continue
+      seen.add(c["id"])
+      todo.append(c)
     with open(args.log, "a") as log:
       for i, c in enumerate(todo):
         path = os.path.join(RESULTS, c["id"] + ".json")
