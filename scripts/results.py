@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs the result set of issue 3 (SPEC section 7) and writes docs/results.md.
+"""Runs the result set of issue 3  and writes docs/results.md.
 
 Each configuration is one `adacomp train ... --summary-out results/ID.json`
 run; the script adds a "run" object (command line, elapsed time, date) to the
@@ -349,7 +349,7 @@ def write_doc(configs, scale, command, notes_path):
   w("- AdaComp: ternary values, bin size L_T = 50 for conv layers and 500 "
     "for everything else (fc, LSTM, biases and embeddings). Baselines at "
     "their defaults: topk density 0.01, threshold tau 0.001, onebit and "
-    "terngrad as in SPEC section 4.")
+    "terngrad as in docs/algorithm.md section 4.")
   w("")
   w("Columns:")
   w("")
