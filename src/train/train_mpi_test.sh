@@ -67,6 +67,27 @@ for np in 2 4; do
   done
 done
 
+# The non-finite-gradient policy is the same under MPI: learner 1's gradient
+# of tensor 3 is made NaN at step 3 (0-based 2); the step is skipped on every
+# rank, a warning names it, and the weights equal the in-process run's.
+inproc train "${common[@]}" --learners 2 --steps 6 --inject-nan 2:1:3 \
+  --summary-out "$TMP/nan_in.json" >/dev/null 2>"$TMP/nan_in.err" \
+  || { echo "FAIL: in-process NaN run"; cat "$TMP/nan_in.err"; fail=1; }
+rm -f "$TMP/nan_mpi.json"
+mpi -np 2 "$ADACOMP" train "${common[@]}" --steps 6 --inject-nan 2:1:3 \
+  --summary-out "$TMP/nan_mpi.json" >"$TMP/out" 2>"$TMP/nan_mpi.err" \
+  || { echo "FAIL: mpirun NaN run"; cat "$TMP/out" "$TMP/nan_mpi.err"; fail=1; }
+a=$(digest "$TMP/nan_in.json"); b=$(digest "$TMP/nan_mpi.json")
+if [ -z "$a" ] || [ "$a" != "$b" ]; then
+  echo "FAIL: NaN step: in-process $a, MPI $b"; fail=1
+elif ! grep -q '"skipped_steps": 1' "$TMP/nan_mpi.json"; then
+  echo "FAIL: NaN step: the MPI summary does not report 1 skipped step"; grep skipped "$TMP/nan_mpi.json"; fail=1
+elif ! grep -q 'non-finite gradient' "$TMP/nan_mpi.err" "$TMP/out"; then
+  echo "FAIL: NaN step: no warning under MPI"; cat "$TMP/nan_mpi.err"; fail=1
+else
+  echo "ok: a non-finite gradient skips the step under MPI exactly as in-process ($a)"
+fi
+
 # Interrupted under MPI after a checkpoint, resumed in-process: same digest.
 mpi -np 2 "$ADACOMP" train "${common[@]}" --steps 6 --checkpoint-dir "$TMP/ck" \
   --checkpoint-every 3 --stop-after-steps 4 >/dev/null 2>"$TMP/err" \
