@@ -142,7 +142,7 @@ class AdaCompCompressor final : public Compressor {
     const std::span<const uint32_t> selected(idx_.data(), count);
     const Status written = WriteFrame(
         selected, [&](size_t e) { return std::signbit(val_[e]); },
-        [&](size_t e) { return val_[e]; }, scale, st, frame, stats);
+        [&](size_t e) { return val_[e]; }, scale, st, frame, stats, val_.data());
     if (mode == ValueMode::kTernary) {
       // R = G - sign(G) s at the selected elements, deferred to the next
       // pass (R holds G there now).
@@ -157,10 +157,12 @@ class AdaCompCompressor final : public Compressor {
   // modes: at most |G|), with room for rounding.
   static float NextBound(float gmax_top, float scale) { return 1.25f * (gmax_top + scale); }
 
-  // Appends the frame of this step's selection.
+  // Appends the frame of this step's selection. Ternary: entry e is negative
+  // iff negative(e), or iff std::signbit(sign_of[e]) when sign_of is given.
   template <typename NegFn, typename ValFn>
   Status WriteFrame(std::span<const uint32_t> selected, NegFn negative, ValFn value, float scale,
-                    CompressStats& st, std::vector<uint8_t>* frame, CompressStats* stats) {
+                    CompressStats& st, std::vector<uint8_t>* frame, CompressStats* stats,
+                    const float* sign_of = nullptr) {
     const ValueMode mode = config().values;
     const size_t n = residue_.size();
     const size_t count = selected.size();
@@ -168,11 +170,11 @@ class AdaCompCompressor final : public Compressor {
     p.values = mode;
     p.bin_size = static_cast<uint32_t>(bin_size_);
     p.selected = count;
-    p.code = wire::ChooseIndexCode(selected);
+    uint64_t code_bits = 0;
+    p.code = wire::ChooseIndexCode(selected, &code_bits);
     p.scale = mode == ValueMode::kTernary ? scale : 0.0f;
     const bool signs = mode == ValueMode::kTernary;
     const int vb = mode == ValueMode::kFp16 ? 2 : mode == ValueMode::kFp32 ? 4 : 0;
-    const uint64_t code_bits = wire::IndexCodeBits(selected, p.code);
     const size_t payload = wire::SparsePayloadBytes(count, code_bits, signs, vb);
     const size_t start = frame->size();
     const size_t at = wire::BeginFrame(frame, Codec::kAdaComp, tensor_id(), n, p, payload);
@@ -182,7 +184,11 @@ class AdaCompCompressor final : public Compressor {
     } else if (vb == 2) {
       for (size_t e = 0; e < count; ++e) StoreU16(dst + 2 * e, FloatToHalf(value(e)));
     }
-    wire::WriteSparseBits(dst + count * vb, dst + payload, selected, p.code, signs, negative);
+    if (signs && sign_of) {
+      wire::WriteSparseBitsSignOf(dst + count * vb, dst + payload, selected, p.code, sign_of);
+    } else {
+      wire::WriteSparseBits(dst + count * vb, dst + payload, selected, p.code, signs, negative);
+    }
     wire::FinishFrame(frame, start);
     ++step_;
     st.selected = count;

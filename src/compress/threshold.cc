@@ -26,9 +26,9 @@ class ThresholdCompressor final : public Compressor {
     wire::Params p;
     p.selected = selected.size();
     p.scale = tau_;
-    p.code = wire::ChooseIndexCode(selected);
-    const size_t payload =
-        wire::SparsePayloadBytes(p.selected, wire::IndexCodeBits(selected, p.code), true, 0);
+    uint64_t code_bits = 0;
+    p.code = wire::ChooseIndexCode(selected, &code_bits);
+    const size_t payload = wire::SparsePayloadBytes(p.selected, code_bits, true, 0);
     const size_t start = frame->size();
     const size_t at = wire::BeginFrame(frame, Codec::kThreshold, tensor_id(), n, p, payload);
     uint8_t* dst = frame->data() + at;

@@ -51,8 +51,9 @@ class TopKCompressor final : public Compressor {
 
     wire::Params p;
     p.selected = k;
-    p.code = wire::ChooseIndexCode(sel);
-    const size_t payload = wire::SparsePayloadBytes(k, wire::IndexCodeBits(sel, p.code), false, 4);
+    uint64_t code_bits = 0;
+    p.code = wire::ChooseIndexCode(sel, &code_bits);
+    const size_t payload = wire::SparsePayloadBytes(k, code_bits, false, 4);
     const size_t start = frame->size();
     const size_t at = wire::BeginFrame(frame, Codec::kTopK, tensor_id(), n, p, payload);
     uint8_t* dst = frame->data() + at;

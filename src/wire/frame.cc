@@ -641,7 +641,8 @@ uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code) {
   return bits + 2 * internal::EgSum(indices.data(), indices.size(), k);
 }
 
-IndexCode ChooseIndexCode(std::span<const uint32_t> indices) {
+IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits) {
+  if (code_bits) *code_bits = 0;
   if (indices.empty()) return {};
   // Start points: log2 of the mean gap (Rice), of the geometric mean
   // (Exp-Golomb); then descend. The Rice cost is convex in k (each step up
@@ -675,7 +676,36 @@ IndexCode ChooseIndexCode(std::span<const uint32_t> indices) {
   const int eg_start = static_cast<int>(width_sum / count) - 1;
   const auto rice = descend(IndexFamily::kRice, rice_start);
   const auto eg = descend(IndexFamily::kExpGolomb, eg_start);
-  return eg.second < rice.second ? eg.first : rice.first;
+  const auto& best = eg.second < rice.second ? eg : rice;
+  if (code_bits) *code_bits = best.second;
+  return best.first;
+}
+
+namespace {
+void WriteSignOfPlain(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
+                      IndexCode code, const float* values) {
+  WriteSparseBits(begin, end, indices, code, true,
+                  [values](size_t j) { return std::signbit(values[j]); });
+}
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+// The same code with BMI2's flag-free variable shifts (shlx/shrx), which
+// take about a sixth off the writer's time per entry.
+__attribute__((target("bmi,bmi2"))) void WriteSignOfBmi2(uint8_t* begin, uint8_t* end,
+                                                         std::span<const uint32_t> indices,
+                                                         IndexCode code, const float* values) {
+  WriteSparseBits(begin, end, indices, code, true,
+                  [values](size_t j) { return std::signbit(values[j]); });
+}
+#endif
+}  // namespace
+
+void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
+                           IndexCode code, const float* values) {
+#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+  static const bool bmi2 = __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+  if (bmi2) return WriteSignOfBmi2(begin, end, indices, code, values);
+#endif
+  WriteSignOfPlain(begin, end, indices, code, values);
 }
 
 size_t SparsePayloadBytes(uint64_t count, uint64_t code_bits, bool signs, int value_bytes) {
@@ -959,7 +989,9 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
     float* out = dst.data();
     const wire::Entry* e = scratch.data();
     const size_t count = scratch.size();
-    constexpr size_t kAhead = 32;
+    // 128 entries ahead (measured: 32 left 20-40 % of the add's time on
+    // misses at 1-8 % density; 128-512 were equal, 64 in between).
+    constexpr size_t kAhead = 128;
     for (size_t j = 0; j < count; ++j) {
       if (j + kAhead < count) __builtin_prefetch(out + e[j + kAhead].index, 1);
       out[e[j].index] += e[j].value;

@@ -99,8 +99,9 @@ void FinishFrame(std::vector<uint8_t>* out, size_t frame_start);
 uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code);
 // A code with few IndexCodeBits: the best Rice k exactly, the best
 // Exp-Golomb k found by descent from an estimate (a local optimum); the
-// cheaper of the two, Rice on ties.
-IndexCode ChooseIndexCode(std::span<const uint32_t> indices);
+// cheaper of the two, Rice on ties. *code_bits (optional) receives its
+// IndexCodeBits, so the caller need not compute them again.
+IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits = nullptr);
 // Bytes of a sparse payload: values first (value_bytes each), then the
 // bitstream padded to a whole byte.
 size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int value_bytes);
@@ -129,8 +130,10 @@ inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* f
 }  // namespace detail
 
 template <typename NegativeFn>
-void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
-                     IndexCode code, bool signs, NegativeFn negative) {
+[[gnu::always_inline]] inline void WriteSparseBits(uint8_t* begin, uint8_t* end,
+                                                   std::span<const uint32_t> indices,
+                                                   IndexCode code, bool signs,
+                                                   NegativeFn negative) {
   // Each entry's code (unary part, low bits, sign) is assembled into one
   // word when it is at most 56 bits long (nearly always) and appended with
   // one unaligned 8-byte store; longer codes and the last bytes go through
@@ -148,7 +151,9 @@ void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> ind
   for (size_t j = 0; j < count; ++j) {
     const uint64_t gap = idx[j] - next;
     next = uint64_t{idx[j]} + 1;
-    const uint64_t sign = signs && negative(j) ? 1 : 0;
+    // Branch-free (the signs are random); negative(j) is only called when
+    // the codec sends signs.
+    const uint64_t sign = signs ? static_cast<uint64_t>(static_cast<bool>(negative(j))) : 0;
     uint64_t prefix_len, prefix;  // the part before the k low bits
     int b = 0;
     if (rice) {
@@ -196,6 +201,12 @@ void WriteSparseBits(uint8_t* begin, uint8_t* end, std::span<const uint32_t> ind
   assert(p == end);
   (void)end;
 }
+
+// WriteSparseBits with signs, entry j negative iff std::signbit(values[j])
+// (the AdaComp ternary frame from the compressor's G values); compiled
+// with BMI2 shifts as well, used where the CPU has them (same bits).
+void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
+                           IndexCode code, const float* values);
 
 // ---- Reading ---------------------------------------------------------------
 

@@ -419,7 +419,9 @@ TEST(FrameTest, IndexCodeChoice) {
     sets.push_back(idx);
   }
   for (const auto& idx : sets) {
-    const IndexCode chosen = ChooseIndexCode(idx);
+    uint64_t chosen_bits = 0;
+    const IndexCode chosen = ChooseIndexCode(idx, &chosen_bits);
+    EXPECT_EQ(chosen_bits, IndexCodeBits(idx, chosen));
     uint64_t best_rice = ~0ull, best_any = ~0ull;
     for (int f = 0; f < 2; ++f) {
       for (int k = 0; k <= kMaxCodeK; ++k) {
