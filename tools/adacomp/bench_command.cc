@@ -140,8 +140,14 @@ Timing TimeOp(int parts, int repeats, double min_time, const std::function<void(
 struct Part {
   uint64_t size = 0;
   uint64_t seed = 0;
-  std::vector<float> grad;
+  std::vector<float> grad;  // generator step 0
+  // Generator steps 1..kNextSteps: AdaComp is timed on a new step each call,
+  // as in training, so that the residue does not pile up at the same places
+  // (compressing one gradient again and again selects 2-3x more elements).
+  std::vector<std::vector<float>> next;
+  size_t calls = 0;  // timed calls so far (which next step comes)
 };
+constexpr int kNextSteps = 3;
 
 std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
   std::vector<Part> parts(threads);
@@ -151,6 +157,7 @@ std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
     parts[t].size = base + (static_cast<uint64_t>(t) < extra ? 1 : 0);
     parts[t].seed = seed * 1000 + t;
     parts[t].grad.resize(parts[t].size);
+    parts[t].next.assign(kNextSteps, std::vector<float>(parts[t].size));
   }
   // Generate in parallel chunks (the generator is a pure function of the index).
   const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
@@ -168,6 +175,10 @@ std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
       pool.emplace_back([&, begin, count, spec] {
         GenerateGradientRange(spec, 0, begin,
                               std::span<float>(parts[t].grad.data() + begin, count));
+        for (int k = 0; k < kNextSteps; ++k) {
+          GenerateGradientRange(spec, k + 1, begin,
+                                std::span<float>(parts[t].next[k].data() + begin, count));
+        }
       });
     }
     for (auto& th : pool) th.join();
@@ -374,6 +385,14 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
                                                        " step " + std::to_string(step))));
         selected[t] = stats.selected;
       }
+      // Then, as in training, a new gradient each step: one pass over the
+      // next steps before timing; density and frame bytes are the last one's.
+      for (const auto& g : parts[t].next) {
+        CompressStats stats;
+        frame[t].clear();
+        ADACOMP_RETURN_IF_ERROR(comp[t]->Compress(g, &frame[t], &stats));
+        selected[t] = stats.selected;
+      }
       bytes += frame[t].size();
       sel_total += selected[t];
     }
@@ -381,7 +400,8 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     if (Want("adacomp")) {
       Time(threads, [&](int t) {
         frame[t].clear();
-        Status st = comp[t]->Compress(parts[t].grad, &frame[t]);
+        const auto& g = parts[t].next[parts[t].calls++ % kNextSteps];
+        Status st = comp[t]->Compress(g, &frame[t]);
         if (!st.ok()) failure_.Set(st.ToString());
       });
       if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
@@ -408,10 +428,12 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
                              parts[t].grad.end(), rotated.begin());
             ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l), t, n));
             std::vector<uint8_t> f;
-            for (int step = 0; step < 2; ++step) {  // keep the second, non-zero-residue frame
-              f.clear();
-              ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
-            }
+            ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
+            // Keep the frame of the next step (a new gradient, non-zero residue).
+            std::rotate_copy(parts[t].next[0].begin(), parts[t].next[0].begin() + shift,
+                             parts[t].next[0].end(), rotated.begin());
+            f.clear();
+            ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
             std::fill(one.begin(), one.end(), 0.0f);
             ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
             for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
@@ -698,6 +720,10 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
           "elements_per_second, ratio_to_reference, density, frame_bytes}], ...}.\n") +
       kGradientModelHelp +
       "\nEach thread's tensor has its own seed and a log-normal layer scale (sigma 1).\n"
+      "AdaComp is verified on generator step 0 (twice), warmed up on steps 1-3, then timed\n"
+      "on steps 1, 2, 3, 1, ... (a new gradient each call, residue carried, as in training);\n"
+      "its density (which top-k also uses) is that of the last warm-up step. Decoded frames\n"
+      "are each learner's second step (step 1 after step 0).\n"
       "Exit status: 0 success; 1 a verification or I/O failure; 2 bad usage.");
   return {{app, [args] { return RunBench(*args); }}};
 }
