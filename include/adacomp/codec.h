@@ -13,7 +13,9 @@
 // leaves the destination untouched.
 //
 // Thread safety: distinct Compressor objects may be used concurrently from
-// distinct threads; one object must not be used from two threads at once.
+// distinct threads; one object must not be used from two threads at once,
+// not even through its const methods (residue() and SaveState() may first
+// apply corrections that the fast AdaComp path defers to the next step).
 // The free functions are thread-safe.
 #pragma once
 
