@@ -247,6 +247,14 @@ Status ParseDecodeOptions(const FramesArgs& a, DecodeOptions* options) {
   return Status::OK();
 }
 
+// Registers the limits shared by decompress and inspect.
+void AddFrameLimitOptions(CLI::App* app, FramesArgs* args) {
+  app->add_option("--max-elements", args->max_elements,
+                  "reject frames with more elements (default 2^31)");
+  app->add_option("--max-frame-bytes", args->max_frame_bytes,
+                  "reject larger frames (default 2^31)");
+}
+
 std::string FrameWhere(const std::string& path, uint64_t index, uint64_t offset) {
   return path + ": frame " + std::to_string(index) + " at byte offset " + std::to_string(offset);
 }
@@ -471,10 +479,7 @@ std::vector<Command> AddCodecCommands(CLI::App& root) {
     app->add_option("input", args->input, "IN.frames: frames back to back")->required();
     app->add_option("output", args->output, "OUT.f32: one dense float32 vector per frame")
         ->required();
-    app->add_option("--max-elements", args->max_elements,
-                    "reject frames with more elements (default 2^31)");
-    app->add_option("--max-frame-bytes", args->max_frame_bytes,
-                    "reject larger frames (default 2^31)");
+    AddFrameLimitOptions(app, args.get());
     app->footer(
         "Each frame is validated completely (checksum, header, payload, indices) and added\n"
         "into a zeroed vector of its element count, which is written as little-endian float32.\n" +
@@ -488,10 +493,7 @@ std::vector<Command> AddCodecCommands(CLI::App& root) {
     CLI::App* app =
         root.add_subcommand("inspect", "Print each frame's header fields, one line per frame");
     app->add_option("input", args->input, "IN.frames: frames back to back")->required();
-    app->add_option("--max-elements", args->max_elements,
-                    "reject frames with more elements (default 2^31)");
-    app->add_option("--max-frame-bytes", args->max_frame_bytes,
-                    "reject larger frames (default 2^31)");
+    AddFrameLimitOptions(app, args.get());
     app->footer(
         "One line per frame: index, byte offset, frame bytes, format version, codec, tensor id,\n"
         "elements, selected, the codec's parameters (adacomp: bin_size, values, scale;\n"
