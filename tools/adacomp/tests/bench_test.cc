@@ -98,12 +98,19 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
         ++expected;
         const auto& r = it->second;
         // A paired ratio (reference timed beside each repeat): positive and
-        // finite; within a wide band of the ratio of the medians.
+        // finite. Its value depends on the machine's load, so no band is
+        // asserted (a shared CI machine can stall one repeat by milliseconds);
+        // the throughput column must follow from the row's own fields.
         const double ratio = r["ratio_to_reference"].get<double>();
         EXPECT_GT(ratio, 0) << r;
         EXPECT_TRUE(std::isfinite(ratio)) << r;
-        EXPECT_LT(ratio, 1e3 * r["seconds"].get<double>() / ref_seconds) << r;
-        EXPECT_GT(ratio, 1e-3 * r["seconds"].get<double>() / ref_seconds) << r;
+        const double seconds = r["seconds"].get<double>();
+        EXPECT_GT(seconds, 0) << r;
+        EXPECT_GT(ref_seconds, 0) << r;
+        EXPECT_NEAR(r["elements_per_second"].get<double>() * seconds,
+                    static_cast<double>(r["elements"].get<uint64_t>()),
+                    1e-6 * static_cast<double>(r["elements"].get<uint64_t>()))
+            << r;
         if (r["op"] == "compress") {
           EXPECT_GT(r["frame_bytes"].get<uint64_t>(), 0u) << r;
           EXPECT_GT(r["density"].get<double>(), 0) << r;
