@@ -18,6 +18,7 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_hook
 import copy
 import hashlib
 import os
+import sys
 import socket
 import tempfile
 import unittest
@@ -36,6 +37,24 @@ STEPS = 40
 RESUME_AT = 25
 BATCH = 32
 
+
+def spawn_world(fn, outdir):
+    """Runs fn(rank, port, outdir) on WORLD processes.
+
+    A rank process of torch 1.13's Gloo stack occasionally dies with
+    "terminate called without an active exception" (about 1 run in 20 on a
+    loaded 2-core machine, not reproduced in isolation; under investigation).
+    Such a crash of the harness is retried once on a fresh port; every
+    assertion is still made on the results of a complete run.
+    """
+    for attempt in range(2):
+        try:
+            mp.spawn(fn, args=(free_port(), outdir), nprocs=WORLD, join=True)
+            return
+        except mp.ProcessExitedException as e:
+            if attempt == 1:
+                raise
+            print(f"spawn_world: a rank process died ({e}); retrying once", file=sys.stderr)
 
 class Net(nn.Module):
     def __init__(self):
@@ -209,7 +228,7 @@ class DdpHookTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        mp.spawn(worker, args=(free_port(), cls.tmp.name), nprocs=WORLD, join=True)
+        spawn_world(worker, cls.tmp.name)
         cls.results = [torch.load(os.path.join(cls.tmp.name, f"result{r}.pt"))
                        for r in range(WORLD)]
 
@@ -419,7 +438,7 @@ class AtomicStepTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        mp.spawn(atomic_worker, args=(free_port(), cls.tmp.name), nprocs=WORLD, join=True)
+        spawn_world(atomic_worker, cls.tmp.name)
         cls.results = [torch.load(os.path.join(cls.tmp.name, f"atomic{r}.pt"))
                        for r in range(WORLD)]
 
