@@ -147,6 +147,10 @@ struct DecodeOptions {
   uint64_t max_frame_bytes = uint64_t{1} << 31;  // larger frames are OutOfRange
   uint64_t max_elements = uint64_t{1} << 31;     // larger element counts are OutOfRange
   std::optional<uint32_t> expected_tensor_id;    // NotFound/InvalidArgument on mismatch
+  // DecodeAccumulateAll only: threads that validate the frames (a frame each)
+  // and add them (a range of dst each); used when elements x frames is at
+  // least 2^20. The result does not depend on it.
+  int threads = 1;
 };
 
 // Reads and validates the frame that starts at bytes[0] (more frames may
@@ -160,6 +164,30 @@ Status InspectFrame(std::span<const uint8_t> bytes, FrameInfo* info,
 // error dst is untouched. `info` (optional) receives the header fields.
 Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst,
                         FrameInfo* info = nullptr, const DecodeOptions& options = {});
+
+// Adds the dequantized values of several frames of one tensor (e.g. every
+// learner's frame) into dst: validates all of them first, and on any error
+// leaves dst untouched. Each element receives the same additions, in frame
+// order, as calling DecodeAccumulate frame after frame, so the result is
+// bit-identical to that; it is faster for large tensors because dst is
+// walked once, in cache-sized blocks, rather than once per frame. Each span
+// starts at a frame (more bytes may follow it). `infos`, if not empty, must
+// have one element per frame and receives their headers. On error the
+// status is the failing frame's (the first one, in order); its position
+// goes to *failed_frame if given, otherwise into the message.
+Status DecodeAccumulateAll(std::span<const std::span<const uint8_t>> frames, std::span<float> dst,
+                           std::span<FrameInfo> infos = {}, const DecodeOptions& options = {},
+                           size_t* failed_frame = nullptr);
+
+// The average of several frames of one tensor (e.g. every learner's frame
+// of a gradient), written over dst: bit for bit what zeroing dst, calling
+// DecodeAccumulate frame after frame and dividing each element by the
+// number of frames gives, in one blocked pass over dst. Same arguments,
+// validation and errors as DecodeAccumulateAll; dst is untouched on error;
+// no frames is InvalidArgument.
+Status DecodeAverageAll(std::span<const std::span<const uint8_t>> frames, std::span<float> dst,
+                        std::span<FrameInfo> infos = {}, const DecodeOptions& options = {},
+                        size_t* failed_frame = nullptr);
 
 // Index of the first non-finite value in `values`, or nullopt if all are finite.
 std::optional<size_t> FindNonFinite(std::span<const float> values);

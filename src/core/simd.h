@@ -91,7 +91,13 @@ inline void AddSignBitsScalar(float* dst, const uint8_t* bits, size_t n, float p
   for (size_t i = 0; i < n; ++i) dst[i] += (bits[i / 8] >> (i % 8)) & 1 ? neg : pos;
 }
 
+// x[i] = x[i] / d (IEEE division, correctly rounded).
+inline void DivideFloatsScalar(float* x, size_t n, float d) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] / d;
+}
+
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+void DivideFloatsAvx2(float* x, size_t n, float d);
 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n);
 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n);
 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos, float neg);
@@ -109,5 +115,9 @@ GapStats ComputeGapStats(const uint32_t* idx, size_t c);
 uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n);
 void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n);
 void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg);
+// DivideFloatsScalar's result. When d is a power of two (2^-126 < 1/d, so
+// that 1/d is a normal float) it multiplies by 1/d, which rounds the same
+// exact quotient once and so gives the same bits, several times faster.
+void DivideFloats(float* x, size_t n, float d);
 
 }  // namespace adacomp::internal

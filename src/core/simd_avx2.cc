@@ -1,6 +1,9 @@
 // AVX2 versions of the helpers of core/simd.h, and the run-time dispatch.
 #include "core/simd.h"
 
+#include <bit>
+#include <cmath>
+
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
 #include <immintrin.h>
 #define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
@@ -187,6 +190,22 @@ ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, flo
   if (8 * b < n) AddSignBitsScalar(dst + 8 * b, bits + b, n - 8 * b, pos, neg);
 }
 
+ADACOMP_AVX2 void DivideFloatsAvx2(float* x, size_t n, float d) {
+  const __m256 vd = _mm256_set1_ps(d);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vd));
+  DivideFloatsScalar(x + i, n - i, d);
+}
+
+namespace {
+ADACOMP_AVX2 void MultiplyFloatsAvx2(float* x, size_t n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vm));
+  for (; i < n; ++i) x[i] = x[i] * m;
+}
+}  // namespace
+
 uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n) {
   return CpuHasAvx2() ? MaxAbsBitsBytesAvx2(src, n) : MaxAbsBitsBytesScalar(src, n);
 }
@@ -202,6 +221,15 @@ void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg
     AddSignBitsAvx2(dst, bits, n, pos, neg);
   } else {
     AddSignBitsScalar(dst, bits, n, pos, neg);
+  }
+}
+void DivideFloats(float* x, size_t n, float d) {
+  if (!CpuHasAvx2()) return DivideFloatsScalar(x, n, d);
+  const float inv = 1.0f / d;
+  if (std::isfinite(d) && d != 0.0f && std::isnormal(inv) && (std::bit_cast<uint32_t>(d) & 0x7FFFFF) == 0) {
+    MultiplyFloatsAvx2(x, n, inv);  // d = +-2^e: x * (1/d) is exactly x / d
+  } else {
+    DivideFloatsAvx2(x, n, d);
   }
 }
 GapStats ComputeGapStats(const uint32_t* idx, size_t c) {
@@ -231,6 +259,7 @@ void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n) {
 void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
   AddSignBitsScalar(dst, bits, n, pos, neg);
 }
+void DivideFloats(float* x, size_t n, float d) { DivideFloatsScalar(x, n, d); }
 
 #endif
 

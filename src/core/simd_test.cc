@@ -115,5 +115,32 @@ TEST(SimdTest, PayloadHelpersMatchScalar) {
 #endif
 }
 
+// DivideFloats (the dispatcher: a multiplication for powers of two, the
+// AVX2 division otherwise) against x / d, bit for bit, on gradient-like
+// values plus zeros, subnormals, the largest float, Inf and NaN.
+TEST(SimdTest, DivideFloatsMatchesScalarDivision) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float d : {1.0f, 2.0f, 3.0f, 4.0f, 0.5f, 7.0f, -8.0f, 16.0f, 0x1p-120f, 0x1p126f, 0x1p127f,
+                  0x1p-149f, 1e-3f, 1e30f}) {
+    for (size_t n : {0u, 1u, 7u, 8u, 9u, 1001u}) {
+      auto x = testing::GradientLike(n, 11);
+      const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-130f, 0x1.fffffep127f, inf, -inf,
+                                std::nanf(""), 1.5f};
+      for (size_t i = 0; i < n && i < std::size(specials); ++i) x[i * 3 % n] = specials[i];
+      auto want = x;
+      for (auto& v : want) v = v / d;
+      DivideFloats(x.data(), n, d);
+      for (size_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(x[i])) << "d=" << d << " i=" << i;
+        } else {
+          EXPECT_EQ(std::memcmp(&x[i], &want[i], 4), 0)
+              << "d=" << d << " i=" << i << ": " << x[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace adacomp::internal

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "core/bit_io.h"
 #include "core/crc32c.h"
@@ -405,30 +407,103 @@ struct FrameSink {
   void Trit(uint64_t, uint8_t t) { f->symbols.push_back(t); }
 };
 
+// One entry's code at the start of the window w (bit 0 is the next bit of
+// the stream; bits past the stream are zero), for a code family, k and
+// sign bit. Returns false if the code is not one the fast path takes (no
+// one bit, longer than 57 bits, an Exp-Golomb prefix out of range) or the
+// index is not below n; otherwise sets its length in bits, index and sign.
+template <bool kRice, bool kSigns>
+[[gnu::always_inline]] inline bool DecodeCode(uint64_t w, int k, uint64_t low_mask, uint64_t next,
+                                              uint64_t n, uint64_t* bits, uint64_t* index,
+                                              uint32_t* negative) {
+  if (w == 0) return false;
+  const int z = std::countr_zero(w);
+  uint64_t q, len;
+  if constexpr (kRice) {
+    q = static_cast<uint64_t>(z);
+    len = q + 1;
+  } else {
+    if (2 * z + 1 > 57) return false;
+    const uint64_t v = (uint64_t{1} << z) | ((w >> (z + 1)) & ((uint64_t{1} << z) - 1));
+    q = v - 1;
+    if (q > (n >> k)) return false;
+    len = 2 * static_cast<uint64_t>(z) + 1;
+  }
+  const uint64_t total = len + static_cast<uint64_t>(k) + (kSigns ? 1 : 0);
+  if (total > 57) return false;
+  *index = next + ((q << k) | ((w >> len) & low_mask));
+  if (*index >= n) return false;
+  *bits = total;
+  *negative = kSigns ? static_cast<uint32_t>((w >> (len + k)) & 1) : 0u;
+  return true;
+}
+
 // Fast decoder of a sparse payload into entries: 64-bit peeks, one
-// count-trailing-zeros per unary code. Returns true only if the payload is
-// valid by every rule WalkPayload checks and every entry was written; on
-// anything unusual (an error, or a code longer than 57 bits) it returns
-// false, and the caller runs WalkPayload, which gives the answer and the
-// error message.
-bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
-                       Entry* out) {
+// count-trailing-zeros per unary code, specialized on the code family,
+// value bytes and sign bit. Returns true only if the payload is valid by
+// every rule WalkPayload checks and every entry was written; on anything
+// unusual (an error, or a code longer than 57 bits) it returns false, and
+// the caller runs WalkPayload, which gives the answer and the error message.
+//
+// The bit position is a dependency chain from one entry to the next (load,
+// shift, count zeros, add). While 8 bytes can be loaded, each load serves
+// two entries when both fit in the 57-64 bits it brings (nearly always:
+// codes average 6-10 bits), which shortens that chain per entry.
+template <bool kRice, int kVb, bool kSigns>
+[[gnu::noinline]] bool FastSparseEntriesT(std::span<const uint8_t> frame, const Header& h,
+                                         const Params& p,
+                        Entry* out) {
   const uint64_t count = p.selected;
   const uint64_t n = h.elements;
-  const int vb = ValueBytes(h.codec, p);
-  const bool signs = HasSigns(h.codec, p);
-  const int sign_bits = signs ? 1 : 0;
   const int k = p.code.k;
-  const bool rice = p.code.family == IndexFamily::kRice;
   const uint8_t* payload = frame.data() + h.payload_offset;
-  const size_t bits_offset = static_cast<size_t>(count) * vb;  // <= payload (ParseParams)
+  const size_t bits_offset = static_cast<size_t>(count) * kVb;  // <= payload (ParseParams)
   const uint8_t* bs = payload + bits_offset;
   const size_t nbytes = h.payload_bytes - bits_offset;
   const uint64_t total_bits = uint64_t{nbytes} * 8;
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
   const uint32_t scale_bits = std::bit_cast<uint32_t>(p.scale);
-  uint64_t pos = 0, next = 0;
-  for (uint64_t j = 0; j < count; ++j) {
+  // Entry j's value; false if it is not finite (fp32, fp16).
+  auto value = [&](uint64_t j, uint32_t negative, float* v) {
+    if constexpr (kVb == 4) {
+      *v = LoadF32(payload + 4 * j);
+      return std::isfinite(*v);
+    } else if constexpr (kVb == 2) {
+      const uint16_t half = LoadU16(payload + 2 * j);
+      *v = internal::HalfToFloat(half);
+      return internal::HalfIsFinite(half);
+    } else {
+      // +-scale, branch-free (the sign is random; -scale flips the sign bit).
+      *v = std::bit_cast<float>(scale_bits | (negative << 31));
+      return true;
+    }
+  };
+  uint64_t pos = 0, next = 0, j = 0;
+  while (j + 1 < count && (pos >> 3) + 8 <= nbytes) {
+    const uint64_t shift = pos & 7;
+    const uint64_t w = internal::LoadU64(bs + (pos >> 3)) >> shift;  // 64 - shift valid bits
+    uint64_t ta, ia, tb, ib;
+    uint32_t na, nb;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &ta, &ia, &na)) return false;
+    float va, vb;
+    if (!value(j, na, &va)) return false;
+    out[j] = Entry{static_cast<uint32_t>(ia), va};
+    // The second entry is taken only if it lies wholly in the window;
+    // otherwise (or if it is bad) the next round reads it as the first.
+    if (DecodeCode<kRice, kSigns>(w >> ta, k, low_mask, ia + 1, n, &tb, &ib, &nb) &&
+        ta + tb <= 64 - shift) [[likely]] {
+      if (!value(j + 1, nb, &vb)) return false;
+      out[j + 1] = Entry{static_cast<uint32_t>(ib), vb};
+      pos += ta + tb;
+      next = ib + 1;
+      j += 2;
+    } else {
+      pos += ta;
+      next = ia + 1;
+      j += 1;
+    }
+  }
+  for (; j < count; ++j) {
     if (pos > total_bits) return false;
     const size_t byte = static_cast<size_t>(pos >> 3);
     uint64_t w;
@@ -439,44 +514,39 @@ bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Pa
       for (size_t i = byte; i < nbytes; ++i) w |= uint64_t{bs[i]} << (8 * (i - byte));
     }
     w >>= pos & 7;  // at least 57 bits of the stream (zeros past its end)
-    if (w == 0) return false;
-    const int z = std::countr_zero(w);
-    uint64_t q, len;
-    if (rice) {
-      q = static_cast<uint64_t>(z);
-      len = q + 1;
-    } else {
-      if (2 * z + 1 > 57) return false;
-      const uint64_t v = (uint64_t{1} << z) | ((w >> (z + 1)) & ((uint64_t{1} << z) - 1));
-      q = v - 1;
-      if (q > (n >> k)) return false;
-      len = 2 * static_cast<uint64_t>(z) + 1;
-    }
-    const uint64_t total = len + static_cast<uint64_t>(k + sign_bits);
-    if (total > 57) return false;
-    const uint64_t index = next + ((q << k) | ((w >> len) & low_mask));
-    if (index >= n) return false;
-    pos += total;
-    next = index + 1;
+    uint64_t t, index;
+    uint32_t negative;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &t, &index, &negative)) return false;
     float v;
-    if (vb == 4) {
-      v = LoadF32(payload + 4 * j);
-      if (!std::isfinite(v)) return false;
-    } else if (vb == 2) {
-      const uint16_t half = LoadU16(payload + 2 * j);
-      if (!internal::HalfIsFinite(half)) return false;
-      v = internal::HalfToFloat(half);
-    } else {
-      // +-scale, branch-free (the sign is random; -scale flips the sign bit).
-      const uint32_t neg = signs ? static_cast<uint32_t>((w >> (len + k)) & 1) : 0u;
-      v = std::bit_cast<float>(scale_bits | (neg << 31));
-    }
+    if (!value(j, negative, &v)) return false;
     out[j] = Entry{static_cast<uint32_t>(index), v};
+    pos += t;
+    next = index + 1;
   }
   // Ends exactly in the last byte, padding bits zero.
   if (pos > total_bits || (pos + 7) / 8 != nbytes) return false;
   if ((pos & 7) && (bs[pos >> 3] >> (pos & 7)) != 0) return false;
   return true;
+}
+
+bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
+                       Entry* out) {
+  const int vb = ValueBytes(h.codec, p);
+  const bool signs = HasSigns(h.codec, p);
+  const bool rice = p.code.family == IndexFamily::kRice;
+  if (vb == 0 && signs) {
+    return rice ? FastSparseEntriesT<true, 0, true>(frame, h, p, out)
+                : FastSparseEntriesT<false, 0, true>(frame, h, p, out);
+  }
+  if (vb == 4 && !signs) {
+    return rice ? FastSparseEntriesT<true, 4, false>(frame, h, p, out)
+                : FastSparseEntriesT<false, 4, false>(frame, h, p, out);
+  }
+  if (vb == 2 && !signs) {
+    return rice ? FastSparseEntriesT<true, 2, false>(frame, h, p, out)
+                : FastSparseEntriesT<false, 2, false>(frame, h, p, out);
+  }
+  return false;  // no such codec today; the walker handles it
 }
 
 void StoreParams(Codec codec, const Params& p, uint8_t* out) {
@@ -966,60 +1036,256 @@ Status InspectFrame(std::span<const uint8_t> bytes, FrameInfo* info, const Decod
   return Status::OK();
 }
 
-Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, FrameInfo* info,
-                        const DecodeOptions& options) {
+namespace {
+
+// A frame validated completely and ready to be added into a destination:
+// sparse frames are decoded into (index, value) entries; dense and onebit
+// frames are added straight from their payload; anything else (terngrad, or
+// a frame the vector checks did not accept) is decoded by the general walker,
+// into `floats` or, on the single-frame path, directly into the destination.
+struct Ready {
+  enum class Kind { kEntries, kFloatBytes, kSignBits, kFloats, kDone };
+  Kind kind = Kind::kDone;
+  const wire::Entry* entries = nullptr;  // kEntries, increasing indices
+  size_t count = 0;
+  const uint8_t* payload = nullptr;  // kFloatBytes, kSignBits
+  const float* floats = nullptr;     // kFloats
+  float pos = 0.0f, neg = 0.0f;      // kSignBits
+  FrameInfo info;
+};
+
+// Per-frame scratch, kept per calling thread so that steady-state decoding
+// does not allocate.
+struct Slot {
+  std::vector<wire::Entry> entries;
+  std::vector<float> floats;
+};
+
+// Validates the frame at bytes[0] for a destination of `n` elements and
+// prepares it in *r (its buffers in `slot`). Frames the vector paths do not
+// take are walked twice (check, then add): into `direct` when it is given,
+// otherwise into slot.floats.
+Status Prepare(std::span<const uint8_t> bytes, size_t n, const DecodeOptions& options, Slot& slot,
+               float* direct, Ready* r) {
   wire::Header h;
   wire::Params p;
   ADACOMP_RETURN_IF_ERROR(wire::ParseFrame(bytes, options, &h, &p));
-  if (dst.size() != h.elements) {
-    return Status::InvalidArgument("destination holds " + std::to_string(dst.size()) +
+  if (n != h.elements) {
+    return Status::InvalidArgument("destination holds " + std::to_string(n) +
                                    " elements but the frame carries " + std::to_string(h.elements));
   }
   if (wire::IsSparse(h.codec)) {
-    // One validating walk into a per-thread scratch of (index, value) pairs
-    // (its size, the selected count, was checked against the payload
-    // length), then the additions, prefetching ahead: the indices increase
-    // but jump, so dst would otherwise miss the cache on most entries.
-    thread_local std::vector<wire::Entry> scratch;
-    scratch.resize(p.selected);
-    if (!wire::FastSparseEntries(bytes, h, p, scratch.data())) {
-      wire::EntrySink collect{scratch.data(), h.codec, p};
+    // One validating walk into (index, value) pairs (their number, the
+    // selected count, was checked against the payload length).
+    slot.entries.resize(p.selected);
+    if (!wire::FastSparseEntries(bytes, h, p, slot.entries.data())) {
+      wire::EntrySink collect{slot.entries.data(), h.codec, p};
       ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, collect));
     }
-    float* out = dst.data();
-    const wire::Entry* e = scratch.data();
-    const size_t count = scratch.size();
-    // 128 entries ahead (measured: 32 left 20-40 % of the add's time on
-    // misses at 1-8 % density; 128-512 were equal, 64 in between).
-    constexpr size_t kAhead = 128;
-    for (size_t j = 0; j < count; ++j) {
-      if (j + kAhead < count) __builtin_prefetch(out + e[j + kAhead].index, 1);
-      out[e[j].index] += e[j].value;
-    }
-    if (info) *info = MakeInfo(h, p, 0);
+    r->kind = Ready::Kind::kEntries;
+    r->entries = slot.entries.data();
+    r->count = slot.entries.size();
+    r->info = MakeInfo(h, p, 0);
     return Status::OK();
   }
-  // Dense and onebit: a vector validation pass, then a vector add (the
-  // walker below only runs to name the error).
+  // Dense and onebit: a vector validation pass; the walker below only runs
+  // to name the error (or for terngrad).
   const uint8_t* payload = bytes.data() + h.payload_offset;
-  const size_t n = static_cast<size_t>(h.elements);
   if (h.codec == Codec::kDense && internal::MaxAbsBitsBytes(payload, n) < 0x7F800000u) {
-    internal::AddFloatsFromBytes(dst.data(), payload, n);
-    if (info) *info = MakeInfo(h, p, 0);
+    r->kind = Ready::Kind::kFloatBytes;
+    r->payload = payload;
+    r->info = MakeInfo(h, p, 0);
     return Status::OK();
   }
   if (h.codec == Codec::kOneBit && (n % 8 == 0 || (payload[n / 8] >> (n % 8)) == 0)) {
-    internal::AddSignBits(dst.data(), payload, n, p.scale, p.scale2);
-    if (info) *info = MakeInfo(h, p, 0);
+    r->kind = Ready::Kind::kSignBits;
+    r->payload = payload;
+    r->pos = p.scale;
+    r->neg = p.scale2;
+    r->info = MakeInfo(h, p, 0);
     return Status::OK();
   }
   wire::CountSink check;
   ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, check));
-  wire::AccumulateSink sink{dst.data(), h.codec, p};
+  float* out = direct;
+  if (!out) {
+    slot.floats.assign(n, 0.0f);
+    out = slot.floats.data();
+  }
+  wire::AccumulateSink sink{out, h.codec, p};
   const Status st = wire::WalkPayload(bytes, h, p, sink);
   if (!st.ok()) return Status::Internal("second decode pass failed: " + st.message());
-  if (info) *info = MakeInfo(h, p, check.nonzero);
+  r->kind = direct ? Ready::Kind::kDone : Ready::Kind::kFloats;
+  r->floats = slot.floats.data();
+  r->info = MakeInfo(h, p, check.nonzero);
   return Status::OK();
+}
+
+// Adds the prepared frame's values for elements [b, e) into dst; *cursor is
+// the frame's first entry not yet added (kEntries), and moves on. b is a
+// multiple of 8 (onebit payloads are added a byte at a time).
+void AddRange(const Ready& r, float* dst, size_t b, size_t e, size_t* cursor) {
+  switch (r.kind) {
+    case Ready::Kind::kEntries: {
+      // 128 entries ahead (measured: 32 left 20-40 % of the add's time on
+      // misses at 1-8 % density; 128-512 were equal, 64 in between). The
+      // indices increase but jump, so dst would otherwise miss the cache on
+      // most entries.
+      constexpr size_t kAhead = 128;
+      const wire::Entry* en = r.entries;
+      size_t j = *cursor;
+      for (; j < r.count && en[j].index < e; ++j) {
+        if (j + kAhead < r.count) __builtin_prefetch(dst + en[j + kAhead].index, 1);
+        dst[en[j].index] += en[j].value;
+      }
+      *cursor = j;
+      break;
+    }
+    case Ready::Kind::kFloatBytes:
+      internal::AddFloatsFromBytes(dst + b, r.payload + 4 * b, e - b);
+      break;
+    case Ready::Kind::kSignBits:
+      internal::AddSignBits(dst + b, r.payload + b / 8, e - b, r.pos, r.neg);
+      break;
+    case Ready::Kind::kFloats:
+      internal::AddFloatsFromBytes(dst + b, reinterpret_cast<const uint8_t*>(r.floats + b), e - b);
+      break;
+    case Ready::Kind::kDone:
+      break;
+  }
+}
+
+// Runs fn(0) .. fn(workers - 1), on up to `workers` threads (the calling
+// thread runs fn(0); if a thread cannot be started its share runs here).
+template <typename Fn>
+void RunWorkers(int workers, Fn&& fn) {
+  std::vector<std::thread> pool;
+  std::vector<int> inline_ids;
+  for (int w = 1; w < workers; ++w) {
+    try {
+      pool.emplace_back([&fn, w] { fn(w); });
+    } catch (const std::system_error&) {
+      inline_ids.push_back(w);
+    }
+  }
+  fn(0);
+  for (int w : inline_ids) fn(w);
+  for (auto& t : pool) t.join();
+}
+
+// Elements per block of the multi-frame additions: 16 KB of dst, which stays
+// in L1 while every frame's values for it are added.
+constexpr size_t kBlockElements = 4096;
+// Below this many elements x frames, one thread does everything (starting
+// threads costs tens of microseconds).
+constexpr uint64_t kMinParallelWork = uint64_t{1} << 20;
+
+}  // namespace
+
+Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, FrameInfo* info,
+                        const DecodeOptions& options) {
+  thread_local Slot slot;
+  Ready r;
+  ADACOMP_RETURN_IF_ERROR(Prepare(bytes, dst.size(), options, slot, dst.data(), &r));
+  size_t cursor = 0;
+  AddRange(r, dst.data(), 0, dst.size(), &cursor);
+  if (info) *info = r.info;
+  return Status::OK();
+}
+
+namespace {
+
+// DecodeAccumulateAll, and with `average` DecodeAverageAll.
+Status DecodeAll(const char* name, bool average, std::span<const std::span<const uint8_t>> frames,
+                 std::span<float> dst, std::span<FrameInfo> infos, const DecodeOptions& options,
+                 size_t* failed_frame) {
+  const size_t count = frames.size();
+  if (!infos.empty() && infos.size() != count) {
+    return Status::InvalidArgument(std::string(name) + ": " + std::to_string(infos.size()) +
+                                   " infos for " + std::to_string(count) + " frames");
+  }
+  if (options.threads < 1) {
+    return Status::InvalidArgument("DecodeOptions::threads is " + std::to_string(options.threads) +
+                                   " (must be at least 1)");
+  }
+  if (count == 0) {
+    if (average) return Status::InvalidArgument(std::string(name) + ": no frames to average");
+    return Status::OK();
+  }
+  const size_t n = dst.size();
+  int threads = options.threads;
+  if (static_cast<uint64_t>(n) * count < kMinParallelWork) threads = 1;
+
+  // 1. Validate and prepare every frame (frames spread over the threads);
+  // nothing is written to dst until all of them passed.
+  thread_local std::vector<Slot> slots;
+  if (slots.size() < count) slots.resize(count);
+  std::vector<Ready> ready(count);
+  std::vector<Status> status(count);
+  const int prep_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), count));
+  Slot* slot_base = slots.data();  // the calling thread's slots, also used by the workers
+  RunWorkers(prep_workers, [&](int w) {
+    for (size_t j = static_cast<size_t>(w); j < count; j += static_cast<size_t>(prep_workers)) {
+      status[j] = Prepare(frames[j], n, options, slot_base[j], nullptr, &ready[j]);
+    }
+  });
+  for (size_t j = 0; j < count; ++j) {
+    if (!status[j].ok()) {
+      if (failed_frame) {
+        *failed_frame = j;
+        return status[j];
+      }
+      return status[j].WithContext("frame " + std::to_string(j) + " of " + std::to_string(count));
+    }
+  }
+
+  // 2. The additions, block by block; within a block the frames are added
+  // in their order, so each element receives exactly the sums that calling
+  // DecodeAccumulate frame after frame would give. Threads take contiguous
+  // ranges of whole blocks.
+  const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
+  const int add_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), blocks));
+  float* out = dst.data();
+  RunWorkers(std::max(add_workers, 1), [&](int w) {
+    const size_t b0 = blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
+    const size_t b1 =
+        blocks * static_cast<size_t>(w + 1) / static_cast<size_t>(std::max(add_workers, 1));
+    const size_t begin = b0 * kBlockElements, end = std::min(n, b1 * kBlockElements);
+    if (begin >= end) return;
+    std::vector<size_t> cursor(count, 0);
+    for (size_t j = 0; j < count; ++j) {
+      const Ready& r = ready[j];
+      if (r.kind == Ready::Kind::kEntries && begin > 0) {
+        cursor[j] = static_cast<size_t>(
+            std::lower_bound(r.entries, r.entries + r.count, begin,
+                             [](const wire::Entry& e, size_t v) { return e.index < v; }) -
+            r.entries);
+      }
+    }
+    const float divisor = static_cast<float>(count);
+    for (size_t b = begin; b < end; b += kBlockElements) {
+      const size_t e = std::min(end, b + kBlockElements);
+      if (average) std::fill(out + b, out + e, 0.0f);
+      for (size_t j = 0; j < count; ++j) AddRange(ready[j], out, b, e, &cursor[j]);
+      if (average) internal::DivideFloats(out + b, e - b, divisor);
+    }
+  });
+  for (size_t j = 0; j < infos.size(); ++j) infos[j] = ready[j].info;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status DecodeAccumulateAll(std::span<const std::span<const uint8_t>> frames, std::span<float> dst,
+                           std::span<FrameInfo> infos, const DecodeOptions& options,
+                           size_t* failed_frame) {
+  return DecodeAll("DecodeAccumulateAll", false, frames, dst, infos, options, failed_frame);
+}
+
+Status DecodeAverageAll(std::span<const std::span<const uint8_t>> frames, std::span<float> dst,
+                        std::span<FrameInfo> infos, const DecodeOptions& options,
+                        size_t* failed_frame) {
+  return DecodeAll("DecodeAverageAll", true, frames, dst, infos, options, failed_frame);
 }
 
 }  // namespace adacomp

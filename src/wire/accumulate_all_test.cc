@@ -1,0 +1,227 @@
+// DecodeAccumulateAll and DecodeAverageAll (several frames of one tensor
+// into one buffer, in blocks, on 1-3 threads) against DecodeAccumulate called
+// frame after frame (and a scalar division), bit for bit; and their
+// all-or-nothing behaviour on bad frames.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adacomp/codec.h"
+
+namespace adacomp {
+namespace {
+
+std::vector<float> HeavyTailed(uint64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::student_t_distribution<float> t(2.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = 1e-3f * t(rng);
+  return g;
+}
+
+CodecConfig Config(Codec codec, ValueMode values = ValueMode::kTernary, uint32_t bin = 50) {
+  CodecConfig c;
+  c.codec = codec;
+  c.values = values;
+  c.bin_size = bin;
+  c.density = 0.02;
+  c.tau = 2e-3f;
+  c.seed = 7;
+  return c;
+}
+
+// One frame per "learner": learner q compresses its own gradient twice (the
+// second frame, from a non-zero residue, is kept).
+std::vector<std::vector<uint8_t>> MakeFrames(const std::vector<CodecConfig>& configs, uint64_t n,
+                                             uint64_t seed) {
+  std::vector<std::vector<uint8_t>> frames;
+  for (size_t q = 0; q < configs.size(); ++q) {
+    auto c = Compressor::Create(configs[q], 3, n);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    std::vector<uint8_t> f;
+    for (int step = 0; step < 2; ++step) {
+      f.clear();
+      EXPECT_TRUE((*c)->Compress(HeavyTailed(n, seed * 1000 + q * 10 + step), &f).ok());
+    }
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
+std::vector<std::span<const uint8_t>> Spans(const std::vector<std::vector<uint8_t>>& frames) {
+  std::vector<std::span<const uint8_t>> s;
+  for (const auto& f : frames) s.emplace_back(f);
+  return s;
+}
+
+void ExpectBitEqual(const std::vector<float>& a, const std::vector<float>& b,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      FAIL() << what << ": element " << i << ": " << a[i] << " vs " << b[i];
+    }
+  }
+}
+
+// Sequential DecodeAccumulate (the definition) vs DecodeAccumulateAll with
+// 1, 2 and 3 threads, starting from the same non-zero destination.
+void CheckSame(const std::vector<CodecConfig>& configs, uint64_t n, uint64_t seed) {
+  const auto frames = MakeFrames(configs, n, seed);
+  const auto start = HeavyTailed(n, seed + 99);
+  std::vector<float> want = start;
+  std::vector<FrameInfo> want_info(frames.size());
+  for (size_t q = 0; q < frames.size(); ++q) {
+    ASSERT_TRUE(DecodeAccumulate(frames[q], want, &want_info[q]).ok());
+  }
+  for (int threads : {1, 2, 3}) {
+    std::vector<float> got = start;
+    std::vector<FrameInfo> info(frames.size());
+    DecodeOptions o;
+    o.threads = threads;
+    const Status st = DecodeAccumulateAll(Spans(frames), got, info, o);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const std::string what = "n=" + std::to_string(n) + " frames=" +
+                             std::to_string(frames.size()) + " threads=" + std::to_string(threads);
+    ExpectBitEqual(got, want, what);
+    for (size_t q = 0; q < frames.size(); ++q) {
+      EXPECT_EQ(info[q].frame_bytes, frames[q].size()) << what;
+      EXPECT_EQ(info[q].selected, want_info[q].selected) << what;
+      EXPECT_EQ(info[q].codec, configs[q].codec) << what;
+    }
+    // The average: zero, add frame after frame, divide by the count.
+    std::vector<float> mean(n, 0.0f);
+    for (const auto& f : frames) ASSERT_TRUE(DecodeAccumulate(f, mean).ok());
+    for (auto& v : mean) v = v / static_cast<float>(frames.size());
+    std::vector<float> avg = start;  // overwritten
+    const Status sa = DecodeAverageAll(Spans(frames), avg, {}, o);
+    ASSERT_TRUE(sa.ok()) << sa.ToString();
+    ExpectBitEqual(avg, mean, "average, " + what);
+  }
+}
+
+TEST(DecodeAccumulateAllTest, AdaCompMatchesFrameAfterFrame) {
+  // Sizes around the 4096-element block and the 2^20 threading threshold.
+  for (uint64_t n : {1ull, 7ull, 4095ull, 4096ull, 4097ull, 3 * 4096ull + 13, 300'001ull}) {
+    for (size_t p : {1u, 2u, 5u}) {
+      CheckSame(std::vector<CodecConfig>(p, Config(Codec::kAdaComp)), n, n + p);
+    }
+  }
+}
+
+TEST(DecodeAccumulateAllTest, EveryCodecAndMixedFramesMatch) {
+  const std::vector<CodecConfig> all = {
+      Config(Codec::kDense),
+      Config(Codec::kAdaComp, ValueMode::kTernary, 500),
+      Config(Codec::kAdaComp, ValueMode::kFp16),
+      Config(Codec::kAdaComp, ValueMode::kFp32),
+      Config(Codec::kTopK),
+      Config(Codec::kThreshold),
+      Config(Codec::kOneBit),
+      Config(Codec::kTernGrad),
+  };
+  for (uint64_t n : {13ull, 8192ull + 5, 270'000ull}) {
+    for (const auto& c : all) CheckSame({c, c, c}, n, n);
+    CheckSame(all, n, n + 1);  // one frame of each codec into one buffer
+  }
+}
+
+TEST(DecodeAccumulateAllTest, NoFramesLeavesDestination) {
+  std::vector<float> dst = {1.0f, 2.0f};
+  EXPECT_TRUE(DecodeAccumulateAll({}, dst).ok());
+  EXPECT_EQ(dst, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(DecodeAverageAll({}, dst).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dst, (std::vector<float>{1.0f, 2.0f}));
+}
+
+TEST(DecodeAccumulateAllTest, BadFrameLeavesDestinationUntouched) {
+  const uint64_t n = 300'001;  // large enough for the threaded path
+  const auto good = MakeFrames(std::vector<CodecConfig>(4, Config(Codec::kAdaComp)), n, 5);
+  const auto start = HeavyTailed(n, 11);
+  for (size_t bad = 0; bad < good.size(); ++bad) {
+    for (int threads : {1, 2}) {
+      auto frames = good;
+      frames[bad][frames[bad].size() / 2] ^= 0x04;  // damaged in transit
+      std::vector<float> dst = start;
+      DecodeOptions o;
+      o.threads = threads;
+      size_t failed = 99;
+      Status st = DecodeAccumulateAll(Spans(frames), dst, {}, o, &failed);
+      EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+      EXPECT_NE(st.message().find("checksum mismatch"), std::string::npos) << st.ToString();
+      EXPECT_EQ(failed, bad);
+      ExpectBitEqual(dst, start, "after a corrupt frame");
+      // Without failed_frame the position is in the message.
+      st = DecodeAccumulateAll(Spans(frames), dst, {}, o);
+      EXPECT_NE(st.message().find("frame " + std::to_string(bad) + " of 4"), std::string::npos)
+          << st.ToString();
+      ExpectBitEqual(dst, start, "after a corrupt frame");
+      st = DecodeAverageAll(Spans(frames), dst, {}, o, &failed);
+      EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+      ExpectBitEqual(dst, start, "average after a corrupt frame");
+    }
+  }
+}
+
+TEST(DecodeAccumulateAllTest, TwoBadFramesReportTheFirst) {
+  auto frames = MakeFrames(std::vector<CodecConfig>(3, Config(Codec::kTopK)), 5000, 2);
+  frames[1].resize(frames[1].size() - 3);  // truncated
+  frames[2][0] ^= 1;                       // bad magic
+  std::vector<float> dst(5000, 0.5f);
+  size_t failed = 99;
+  DecodeOptions o;
+  o.threads = 3;
+  const Status st = DecodeAccumulateAll(Spans(frames), dst, {}, o, &failed);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  EXPECT_EQ(failed, 1u);
+  EXPECT_EQ(dst, std::vector<float>(5000, 0.5f));
+}
+
+TEST(DecodeAccumulateAllTest, WrongSizesAndArgumentsAreRejected) {
+  const auto frames = MakeFrames(std::vector<CodecConfig>(2, Config(Codec::kAdaComp)), 1000, 3);
+  std::vector<float> dst(999, 0.0f);
+  size_t failed = 99;
+  Status st = DecodeAccumulateAll(Spans(frames), dst, {}, {}, &failed);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("destination holds 999"), std::string::npos) << st.ToString();
+  EXPECT_EQ(failed, 0u);
+  EXPECT_EQ(dst, std::vector<float>(999, 0.0f));
+
+  std::vector<float> ok(1000, 0.0f);
+  std::vector<FrameInfo> one(1);
+  st = DecodeAccumulateAll(Spans(frames), ok, one);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  DecodeOptions o;
+  o.threads = 0;
+  st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  o.threads = 1;
+  o.expected_tensor_id = 4;  // the frames are tensor 3's
+  st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(ok, std::vector<float>(1000, 0.0f));
+}
+
+TEST(DecodeAccumulateAllTest, FrameSpansMayRunPastTheFrame) {
+  // As in a learner's message: frames back to back, each span from a frame's
+  // start to the end of the message.
+  const auto frames = MakeFrames(std::vector<CodecConfig>(2, Config(Codec::kAdaComp)), 6000, 4);
+  std::vector<uint8_t> message = frames[0];
+  message.insert(message.end(), frames[1].begin(), frames[1].end());
+  std::vector<float> want(6000, 0.0f), got(6000, 0.0f);
+  ASSERT_TRUE(DecodeAccumulate(frames[0], want).ok());
+  ASSERT_TRUE(DecodeAccumulate(frames[0], want).ok());
+  std::vector<std::span<const uint8_t>> spans = {message, message};
+  std::vector<FrameInfo> info(2);
+  ASSERT_TRUE(DecodeAccumulateAll(spans, got, info).ok());
+  ExpectBitEqual(got, want, "two spans of one message");
+  EXPECT_EQ(info[0].frame_bytes, frames[0].size());
+}
+
+}  // namespace
+}  // namespace adacomp
