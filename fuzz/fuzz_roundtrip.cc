@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "compress/common.h"
 #include "fuzz_util.h"
 #include "wire/frame.h"
 
@@ -183,14 +184,18 @@ void CheckFrame(const CodecConfig& cfg, uint32_t id, std::span<const uint8_t> by
       const size_t bin = cfg.bin_size;
       const size_t bins = n == 0 ? 0 : (n - 1) / bin + 1;
       std::vector<uint32_t> sel;
-      double sum = 0.0;
+      double sum = 0.0, group = 0.0;
       for (size_t b = 0; b < bins; ++b) {
         const size_t lo = b * bin, hi = std::min(n, lo + bin);
         float m = 0.0f;
         for (size_t j = lo; j < hi; ++j) {
           if (std::fabs(g[j]) > m) m = std::fabs(g[j]);
         }
-        sum += m;
+        group += m;  // s: sums by groups of kScaleGroupBins bins, then of the groups
+        if ((b + 1) % internal::kScaleGroupBins == 0 || b + 1 == bins) {
+          sum += group;
+          group = 0.0;
+        }
         size_t c = 0;
         for (size_t j = lo; j < hi; ++j) {
           const float h = g[j] + grad[j];

@@ -64,6 +64,10 @@ struct CodecConfig {
   double density = 0.01;                    // topk: k = max(1, ceil(density * N)), 0 < d <= 1
   float tau = 1e-3f;                        // threshold: > 0, finite
   uint64_t seed = 0;                        // terngrad: seeds the per-tensor generator
+  // adacomp: threads one Compress() call may use for this tensor (1..256);
+  // used above 2^18 elements and 2 x 4096 bins. Frames and state do not
+  // depend on it.
+  int threads = 1;
 
   // InvalidArgument naming the bad field, or OK.
   Status Validate() const;

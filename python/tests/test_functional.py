@@ -43,7 +43,9 @@ def reference_adacomp_step(residue, grad, bin_size, values="ternary"):
                 selected.append(j)
                 c += 1
         counts.append(c)
-    scale = np.float32(sum(gmax) / bins) if bins else np.float32(0)
+    # the maxima summed by groups of 4096 bins, then the group sums (in double)
+    groups = [sum(gmax[i:i + 4096]) for i in range(0, bins, 4096)]
+    scale = np.float32(sum(groups) / bins) if bins else np.float32(0)
     gq = np.zeros(n, dtype=np.float32)
     for j in selected:
         if values == "ternary":

@@ -24,6 +24,7 @@
 // residue() and SaveState() are const but apply pending corrections (mutable
 // members): like every call, they must not run concurrently on one object.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -35,6 +36,7 @@
 #include "compress/kernels.h"
 #include "core/endian.h"
 #include "core/half.h"
+#include "core/parallel.h"
 #include "wire/frame.h"
 
 namespace adacomp::internal {
@@ -54,8 +56,25 @@ class AdaCompCompressor final : public Compressor {
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
     float max_dw = 0.0f;
-    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements(), &max_dw));
-    if (max_dw < kSafeBound && residue_bound_ < kSafeBound) return CompressFast(grad, frame, stats);
+    const int workers = Workers();
+    if (workers > 1 && grad.size() == elements()) {
+      // The check pass spread over the threads (each walks its slice).
+      std::vector<uint32_t> part(static_cast<size_t>(workers), 0);
+      const size_t n = grad.size();
+      RunWorkers(workers, [&](int w) {
+        const size_t a = n * static_cast<size_t>(w) / static_cast<size_t>(workers);
+        const size_t b = n * static_cast<size_t>(w + 1) / static_cast<size_t>(workers);
+        part[static_cast<size_t>(w)] = MaxAbsBits(grad.data() + a, b - a);
+      });
+      const uint32_t bits = *std::max_element(part.begin(), part.end());
+      if (bits >= 0x7F800000u) return CheckGradient(grad, elements());  // names the element
+      max_dw = std::bit_cast<float>(bits);
+    } else {
+      ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements(), &max_dw));
+    }
+    if (max_dw < kSafeBound && residue_bound_ < kSafeBound) {
+      return CompressFast(grad, frame, stats, workers);
+    }
     return CompressTwoPass(grad, frame, stats);
   }
 
@@ -93,50 +112,123 @@ class AdaCompCompressor final : public Compressor {
     pending_count_ = 0;
   }
 
+  // Threads for this tensor: config().threads, but one below 2^18 elements
+  // (starting threads would cost more than they save) and at most one per
+  // group of bins of the scale sum.
+  int Workers() const {
+    const size_t groups = (gmax_.size() + kScaleGroupBins - 1) / kScaleGroupBins;
+    if (config().threads <= 1 || elements() < (uint64_t{1} << 18) || groups < 2) return 1;
+    return static_cast<int>(std::min<size_t>(static_cast<size_t>(config().threads), groups));
+  }
+
+  // One worker's share of the fast path: bins [b0, b1), whole groups of the
+  // scale sum, with the pending corrections [p0, p1) that fall in them;
+  // appends the selected (index, G) to idx/val (grown as needed) and sets
+  // group_sums_ of its groups.
+  size_t RunBins(size_t b0, size_t b1, const uint32_t* p0, const uint32_t* p1, const float* g,
+                 std::vector<uint32_t>& idx, std::vector<float>& val, float* top,
+                 uint64_t* hist) {
+    const size_t n = residue_.size();
+    float* r = residue_.data();
+    const ValueMode mode = config().values;
+    const size_t per_chunk = BinsPerChunk();
+    const uint32_t* pend = p0;
+    size_t count = 0;
+    for (size_t b = b0; b < b1;) {
+      const size_t group = b / kScaleGroupBins;
+      const size_t group_end = std::min(b1, (group + 1) * kScaleGroupBins);
+      double sum = 0.0;
+      while (b < group_end) {
+        const size_t last = std::min(group_end, b + per_chunk);
+        const size_t span = std::min(n, last * bin_size_) - b * bin_size_;
+        if (idx.size() < count + span + 8) {
+          const size_t want = std::max(idx.size() * 2, count + span + 8);
+          idx.resize(want);
+          val.resize(want);
+        }
+        const size_t added = fused_(r, g, n, bin_size_, b, last, &pend, p1, pending_scale_,
+                                    gmax_.data(), &sum, top, idx.data() + count,
+                                    val.data() + count, hist);
+        if (mode != ValueMode::kTernary) {
+          // fp modes: send G rounded to the value type, keep the rounding
+          // error (the chunk is still in cache).
+          for (size_t e = count; e < count + added; ++e) {
+            const float gj = val[e];
+            float q = gj;
+            if (mode == ValueMode::kFp16) {
+              q = HalfToFloat(FloatToHalf(std::clamp(gj, -kHalfMax, kHalfMax)));
+            }
+            val[e] = q;
+            r[idx[e]] = gj - q;
+          }
+        }
+        count += added;
+        b = last;
+      }
+      group_sums_[group] = sum;
+    }
+    assert(pend == p1);
+    (void)p1;
+    return count;
+  }
+
   Status CompressFast(std::span<const float> grad, std::vector<uint8_t>* frame,
-                      CompressStats* stats) {
+                      CompressStats* stats, int workers) {
     const size_t n = residue_.size();
     const size_t bins = gmax_.size();
-    float* r = residue_.data();
     const float* g = grad.data();
-    const ValueMode mode = config().values;
     CompressStats st;
     st.elements = n;
     st.bins = bins;
-    const size_t per_chunk = BinsPerChunk();
-    size_t count = 0;
-    double gmax_sum = 0.0;
+    group_sums_.resize((bins + kScaleGroupBins - 1) / kScaleGroupBins);
     float gmax_top = 0.0f;
-    const uint32_t* pend = pending_.data();
-    const uint32_t* const pend_end = pend + pending_count_;
-    for (size_t b = 0; b < bins; b += per_chunk) {
-      const size_t last = std::min(bins, b + per_chunk);
-      const size_t span = std::min(n, last * bin_size_) - b * bin_size_;
-      if (idx_.size() < count + span + 8) {
-        const size_t want = std::max(idx_.size() * 2, count + span + 8);
-        idx_.resize(want);
-        val_.resize(want);
+    size_t count = 0;
+    const uint32_t* pend_begin = pending_.data();
+    const uint32_t* const pend_end = pend_begin + pending_count_;
+    if (workers <= 1) {
+      count = RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top,
+                      st.bin_histogram.data());
+    } else {
+      // Worker w takes a contiguous run of groups; worker 0 appends to
+      // idx_/val_, the others to their own scratch, appended after.
+      if (extra_.size() < static_cast<size_t>(workers - 1)) extra_.resize(workers - 1);
+      const size_t groups = group_sums_.size();
+      std::vector<size_t> counts(static_cast<size_t>(workers));
+      std::vector<float> tops(static_cast<size_t>(workers), 0.0f);
+      std::vector<std::array<uint64_t, 17>> hists(static_cast<size_t>(workers));
+      RunWorkers(workers, [&](int w) {
+        const size_t uw = static_cast<size_t>(w), uws = static_cast<size_t>(workers);
+        const size_t b0 = std::min(bins, groups * uw / uws * kScaleGroupBins);
+        const size_t b1 = std::min(bins, groups * (uw + 1) / uws * kScaleGroupBins);
+        auto at = [&](size_t bin) {  // first pending correction at or after the bin
+          const uint32_t e = static_cast<uint32_t>(std::min(n, bin * bin_size_));
+          return std::lower_bound(pend_begin, pend_end, e);
+        };
+        hists[uw].fill(0);
+        auto& idx = w == 0 ? idx_ : extra_[uw - 1].idx;
+        auto& val = w == 0 ? val_ : extra_[uw - 1].val;
+        counts[uw] = RunBins(b0, b1, at(b0), b1 == bins ? pend_end : at(b1), g, idx, val,
+                             &tops[uw], hists[uw].data());
+      });
+      count = counts[0];
+      size_t total = count;
+      for (size_t w = 1; w < counts.size(); ++w) total += counts[w];
+      if (idx_.size() < total + 8) {
+        idx_.resize(total + 8);
+        val_.resize(total + 8);
       }
-      const size_t added = fused_(r, g, n, bin_size_, b, last, &pend, pend_end, pending_scale_,
-                                  gmax_.data(), &gmax_sum, &gmax_top, idx_.data() + count,
-                                  val_.data() + count, st.bin_histogram.data());
-      if (mode != ValueMode::kTernary) {
-        // fp modes: send G rounded to the value type, keep the rounding
-        // error (the chunk is still in cache).
-        for (size_t e = count; e < count + added; ++e) {
-          const float gj = val_[e];
-          float q = gj;
-          if (mode == ValueMode::kFp16) {
-            q = HalfToFloat(FloatToHalf(std::clamp(gj, -kHalfMax, kHalfMax)));
-          }
-          val_[e] = q;
-          r[idx_[e]] = gj - q;
+      for (size_t w = 0; w < counts.size(); ++w) {
+        if (w > 0) {
+          std::memcpy(idx_.data() + count, extra_[w - 1].idx.data(), counts[w] * sizeof(uint32_t));
+          std::memcpy(val_.data() + count, extra_[w - 1].val.data(), counts[w] * sizeof(float));
+          count += counts[w];
         }
+        gmax_top = std::max(gmax_top, tops[w]);
+        for (size_t k = 0; k < 17; ++k) st.bin_histogram[k] += hists[w][k];
       }
-      count += added;
     }
-    const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.0f;
-    assert(pend == pend_end);
+    const float scale = ScaleOf(bins);
+    const ValueMode mode = config().values;
     pending_count_ = 0;
     residue_bound_ = NextBound(gmax_top, scale);
     const std::span<const uint32_t> selected(idx_.data(), count);
@@ -151,6 +243,16 @@ class AdaCompCompressor final : public Compressor {
       pending_scale_ = scale;
     }
     return written;
+  }
+
+  // s = mean of gmax over all bins, from group_sums_ (docs/algorithm.md
+  // section 2, step 5: in double, each group of kScaleGroupBins bins summed
+  // in order, then the group sums in order), rounded to float.
+  float ScaleOf(size_t bins) const {
+    if (bins == 0) return 0.0f;
+    double total = 0.0;
+    for (double v : group_sums_) total += v;
+    return static_cast<float>(total / static_cast<double>(bins));
   }
 
   // |R| after a step is at most max gmax + s (selected: |G - sign(G) s|; fp
@@ -207,17 +309,17 @@ class AdaCompCompressor final : public Compressor {
     const float* g = grad.data();
 
     // Pass A.
-    double gmax_sum = 0.0;
+    group_sums_.assign((bins + kScaleGroupBins - 1) / kScaleGroupBins, 0.0);
     bool bad = false;
     for (size_t b = 0; b < bins; ++b) {
       const size_t begin = b * bin_size_;
       const size_t len = std::min(n, begin + bin_size_) - begin;
       const float m = MaxAbsSumChecked(r + begin, g + begin, len, &bad);
       gmax_[b] = m;
-      gmax_sum += m;
+      group_sums_[b / kScaleGroupBins] += m;
     }
     if (bad) return ExplainBadGradient(grad);
-    const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.0f;
+    const float scale = ScaleOf(bins);
 
     // Pass B.
     const ValueMode mode = config().values;
@@ -295,6 +397,12 @@ class AdaCompCompressor final : public Compressor {
   // Mutable: residue() and SaveState() apply the pending corrections.
   mutable std::vector<float> residue_;
   std::vector<float> gmax_;
+  std::vector<double> group_sums_;    // the scale's partial sums, one per group of bins
+  struct Scratch {
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+  };
+  std::vector<Scratch> extra_;        // fast path, workers 1..T-1: their selected entries
   std::vector<uint64_t> sel_words_;   // one bin's selection bits
   std::vector<uint64_t> neg_words_;   // one bin's sign bits (ternary)
   std::vector<uint32_t> selected_;    // this step's selected indices

@@ -2,13 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "compress/common.h"
 #include "core/test_util.h"
 #include "wire/frame.h"
 
@@ -48,8 +51,16 @@ struct RefAdaComp {
     const size_t bins = (n + bin_size - 1) / bin_size;
     std::vector<float> gmax(bins, 0.0f);
     for (size_t j = 0; j < n; ++j) gmax[j / bin_size] = std::max(gmax[j / bin_size], std::fabs(g[j]));
-    double sum = 0;
-    for (float m : gmax) sum += m;
+    // s: the maxima summed in double by groups of kScaleGroupBins bins, in
+    // order, then the group sums in order.
+    double sum = 0, group = 0;
+    for (size_t b = 0; b < bins; ++b) {
+      group += gmax[b];
+      if ((b + 1) % internal::kScaleGroupBins == 0 || b + 1 == bins) {
+        sum += group;
+        group = 0;
+      }
+    }
     const float s = bins ? static_cast<float>(sum / bins) : 0.0f;
     sel->assign(n, false);
     for (size_t j = 0; j < n; ++j) {
@@ -70,15 +81,17 @@ struct Case {
   size_t n;
   uint32_t bin;
   ValueMode mode;
+  int threads = 1;  // CodecConfig::threads
 };
 
 void RunAgainstReference(const Case& c, int steps, bool with_big_values) {
   SCOPED_TRACE("n=" + std::to_string(c.n) + " L=" + std::to_string(c.bin) + " mode=" +
-               std::string(ValueModeName(c.mode)));
+               std::string(ValueModeName(c.mode)) + " threads=" + std::to_string(c.threads));
   CodecConfig cfg;
   cfg.codec = Codec::kAdaComp;
   cfg.bin_size = c.bin;
   cfg.values = c.mode;
+  cfg.threads = c.threads;
   auto comp = Compressor::Create(cfg, 7, c.n);
   ASSERT_TRUE(comp.ok()) << comp.status().ToString();
   RefAdaComp ref{c.bin, c.mode, {}};
@@ -120,7 +133,7 @@ void RunAgainstReference(const Case& c, int steps, bool with_big_values) {
     EXPECT_EQ(hist_bins, st.bins);
     // Scale, signs, values.
     if (c.mode == ValueMode::kTernary) {
-      EXPECT_NEAR(info.scale, s_ref, 1e-6 * s_ref);
+      EXPECT_EQ(info.scale, s_ref);  // the same sums in the same order
     }
     const auto res = (*comp)->residue();
     const float s_lib = info.scale;
@@ -135,8 +148,8 @@ void RunAgainstReference(const Case& c, int steps, bool with_big_values) {
       } else {
         ASSERT_EQ(gq[j], gq_ref[j]) << j;  // fp16/fp32: exact
       }
-      const float tol = 1e-6f * std::max(std::fabs(ref.r[j]), s_ref) + 1e-30f;
-      ASSERT_NEAR(res[j], ref.r[j], tol) << "residue " << j << " step " << step;
+      ASSERT_EQ(std::bit_cast<uint32_t>(res[j]), std::bit_cast<uint32_t>(ref.r[j]))
+          << "residue " << j << " step " << step << ": " << res[j] << " vs " << ref.r[j];
     }
   }
 }
@@ -155,6 +168,56 @@ TEST(AdaCompTest, MatchesReferenceSmallSizes) {
 TEST(AdaCompTest, MatchesReferenceMillion) {
   for (uint32_t bin : {50u, 500u}) RunAgainstReference({1000000, bin, ValueMode::kTernary}, 4, false);
   RunAgainstReference({1000001, 500, ValueMode::kFp16}, 2, false);
+}
+
+// One tensor spread over threads (CodecConfig::threads): 2^20 + 37 elements
+// are 20972 bins of 50 (6 groups of the scale sum) or 2098 bins of 500 (one
+// group: one thread).
+TEST(AdaCompTest, MatchesReferenceOnThreads) {
+  const size_t n = (size_t{1} << 20) + 37;
+  for (int t : {2, 3, 8}) RunAgainstReference({n, 50, ValueMode::kTernary, t}, 4, false);
+  RunAgainstReference({n, 50, ValueMode::kFp16, 3}, 3, false);
+  RunAgainstReference({n, 50, ValueMode::kFp32, 2}, 3, false);
+  RunAgainstReference({n, 500, ValueMode::kTernary, 4}, 3, false);
+}
+
+TEST(AdaCompTest, ThreadsGiveTheSameFramesAndState) {
+  const size_t n = 3 * (size_t{1} << 18) + 11;  // 15729 bins of 50: 4 groups
+  std::vector<std::unique_ptr<Compressor>> comps;
+  for (int t : {1, 2, 3, 4}) {
+    CodecConfig cfg;
+    cfg.bin_size = 50;
+    cfg.threads = t;
+    comps.push_back(std::move(Compressor::Create(cfg, 2, n).value()));
+  }
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> dw = testing::GradientLike(n, 500 + step);
+    std::vector<uint8_t> first;
+    for (size_t i = 0; i < comps.size(); ++i) {
+      std::vector<uint8_t> frame;
+      ASSERT_TRUE(comps[i]->Compress(dw, &frame).ok());
+      if (i == 0) {
+        first = frame;
+      } else {
+        ASSERT_EQ(frame, first) << "threads " << i + 1 << " step " << step;
+      }
+    }
+    if (step == 3) {
+      // A NaN: rejected by every thread count, nothing changed.
+      std::vector<float> bad = dw;
+      bad[n - 5] = std::numeric_limits<float>::quiet_NaN();
+      for (auto& c : comps) {
+        const auto before = c->SaveState();
+        std::vector<uint8_t> frame = {1, 2, 3};
+        const Status st = c->Compress(bad, &frame);
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(st.message().find(std::to_string(n - 5)), std::string::npos) << st.ToString();
+        EXPECT_EQ(frame, (std::vector<uint8_t>{1, 2, 3}));
+        EXPECT_EQ(c->SaveState(), before);
+      }
+    }
+  }
+  for (size_t i = 1; i < comps.size(); ++i) EXPECT_EQ(comps[i]->SaveState(), comps[0]->SaveState());
 }
 
 TEST(AdaCompTest, Fp16ClampsLargeValues) {
@@ -350,6 +413,13 @@ TEST(AdaCompTest, InvalidConfigs) {
   EXPECT_FALSE(Compressor::Create(cfg, 0, 10).ok());
   cfg.values = ValueMode::kTernary;
   EXPECT_FALSE(Compressor::Create(cfg, 0, uint64_t{1} << 33).ok());
+  for (int t : {0, -1, 257}) {
+    cfg.threads = t;
+    const auto c = Compressor::Create(cfg, 0, 10);
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("threads"), std::string::npos);
+  }
+  cfg.threads = 1;
   EXPECT_TRUE(ParseCodec("adacomp").ok());
   EXPECT_EQ(*ParseCodec("terngrad"), Codec::kTernGrad);
   EXPECT_FALSE(ParseCodec("zip").ok());

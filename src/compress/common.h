@@ -3,6 +3,7 @@
 // individual codecs that Compressor::Create dispatches to.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,6 +13,12 @@
 #include "adacomp/status.h"
 
 namespace adacomp::internal {
+
+// AdaComp's scale s is the mean of the bin maxima, summed in double over
+// groups of this many consecutive bins (each group in bin order), then over
+// the group sums in order (docs/algorithm.md section 2): one fixed order, so
+// s does not depend on how many threads compress the tensor.
+inline constexpr size_t kScaleGroupBins = 4096;
 
 // InvalidArgument unless grad.size() == elements and every value is finite.
 // *max_abs (optional) receives the largest |grad| (one vectorized pass does both).

@@ -65,6 +65,9 @@ Status CodecConfig::Validate() const {
   if (static_cast<uint8_t>(codec) > wire::kMaxCodecId) {
     return Status::InvalidArgument("codec: unknown id " + std::to_string(int(codec)));
   }
+  if (threads < 1 || threads > 256) {
+    return Status::InvalidArgument("threads must be in 1..256, got " + std::to_string(threads));
+  }
   switch (codec) {
     case Codec::kAdaComp:
       if (bin_size == 0) return Status::InvalidArgument("bin_size must be >= 1");
@@ -122,9 +125,12 @@ Result<std::unique_ptr<Compressor>> Compressor::Create(const CodecConfig& config
 }
 
 std::optional<size_t> FindNonFinite(std::span<const float> values) {
-  // Blocks of branch-free checks (vectorizable), then a scan of the bad block.
-  constexpr size_t kBlock = 256;
   const size_t n = values.size();
+  // One vector pass (the largest |v| as bits, AVX2 where the CPU has it)
+  // answers the common case; only a bad tensor is searched for the index.
+  if (internal::MaxAbsBitsFast(values.data(), n) < 0x7F800000u) return std::nullopt;
+  // Blocks of branch-free checks, then a scan of the bad block.
+  constexpr size_t kBlock = 256;
   for (size_t start = 0; start < n; start += kBlock) {
     const size_t end = std::min(n, start + kBlock);
     uint32_t bad = 0;

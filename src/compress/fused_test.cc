@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "compress/common.h"
 #include "core/simd.h"
 #include "core/test_util.h"
 #include "wire/frame.h"
@@ -195,13 +196,17 @@ struct ExactRef {
     const size_t n = r.size();
     std::vector<float> G(n), gmax;
     for (size_t j = 0; j < n; ++j) G[j] = r[j] + dw[j];
-    double sum = 0.0;
+    double sum = 0.0, group = 0.0;  // by groups of kScaleGroupBins bins
     for (size_t b = 0; b * bin < n; ++b) {
       float m = 0.0f;
       for (size_t j = b * bin; j < std::min(n, (b + 1) * bin); ++j)
         m = std::max(m, std::fabs(G[j]));
       gmax.push_back(m);
-      sum += m;
+      group += m;
+      if ((b + 1) % kScaleGroupBins == 0 || (b + 1) * bin >= n) {
+        sum += group;
+        group = 0.0;
+      }
     }
     const float s =
         gmax.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(gmax.size()));

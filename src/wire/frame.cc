@@ -8,13 +8,12 @@
 #include <cstdio>
 #include <limits>
 #include <string>
-#include <system_error>
-#include <thread>
 
 #include "core/bit_io.h"
 #include "core/crc32c.h"
 #include "core/endian.h"
 #include "core/half.h"
+#include "core/parallel.h"
 #include "core/simd.h"
 
 namespace adacomp::wire {
@@ -1155,24 +1154,6 @@ void AddRange(const Ready& r, float* dst, size_t b, size_t e, size_t* cursor) {
   }
 }
 
-// Runs fn(0) .. fn(workers - 1), on up to `workers` threads (the calling
-// thread runs fn(0); if a thread cannot be started its share runs here).
-template <typename Fn>
-void RunWorkers(int workers, Fn&& fn) {
-  std::vector<std::thread> pool;
-  std::vector<int> inline_ids;
-  for (int w = 1; w < workers; ++w) {
-    try {
-      pool.emplace_back([&fn, w] { fn(w); });
-    } catch (const std::system_error&) {
-      inline_ids.push_back(w);
-    }
-  }
-  fn(0);
-  for (int w : inline_ids) fn(w);
-  for (auto& t : pool) t.join();
-}
-
 // Elements per block of the multi-frame additions: 16 KB of dst, which stays
 // in L1 while every frame's values for it are added.
 constexpr size_t kBlockElements = 4096;
@@ -1224,7 +1205,7 @@ Status DecodeAll(const char* name, bool average, std::span<const std::span<const
   std::vector<Status> status(count);
   const int prep_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), count));
   Slot* slot_base = slots.data();  // the calling thread's slots, also used by the workers
-  RunWorkers(prep_workers, [&](int w) {
+  internal::RunWorkers(prep_workers, [&](int w) {
     for (size_t j = static_cast<size_t>(w); j < count; j += static_cast<size_t>(prep_workers)) {
       status[j] = Prepare(frames[j], n, options, slot_base[j], nullptr, &ready[j]);
     }
@@ -1246,7 +1227,7 @@ Status DecodeAll(const char* name, bool average, std::span<const std::span<const
   const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
   const int add_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), blocks));
   float* out = dst.data();
-  RunWorkers(std::max(add_workers, 1), [&](int w) {
+  internal::RunWorkers(std::max(add_workers, 1), [&](int w) {
     const size_t b0 = blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
     const size_t b1 =
         blocks * static_cast<size_t>(w + 1) / static_cast<size_t>(std::max(add_workers, 1));
