@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "wire/frame.h"
 
 namespace adacomp {
 namespace {
@@ -205,6 +208,73 @@ TEST(DecodeAccumulateAllTest, WrongSizesAndArgumentsAreRejected) {
   st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(ok, std::vector<float>(1000, 0.0f));
+}
+
+// Payload bits flipped with the checksum fixed up, so that the frames reach
+// the readers (two frames are read together): the all-frames call fails
+// exactly when a frame-after-frame decode fails, with the same message, and
+// otherwise gives the same sums. Also frames the fast reader leaves to the
+// general walker (a Rice code longer than 57 bits).
+TEST(DecodeAccumulateAllTest, MutatedFramesBehaveAsFrameAfterFrame) {
+  const uint64_t n = 20000;
+  std::vector<CodecConfig> configs = {Config(Codec::kAdaComp), Config(Codec::kAdaComp),
+                                      Config(Codec::kAdaComp, ValueMode::kFp16),
+                                      Config(Codec::kTopK), Config(Codec::kTopK)};
+  const auto good = MakeFrames(configs, n, 9);
+  // A valid frame with one long unary code: gap 200 at Rice k = 0.
+  wire::Frame lf;
+  lf.codec = Codec::kThreshold;
+  lf.tensor_id = 3;
+  lf.elements = n;
+  lf.params.code = {wire::IndexFamily::kRice, 0};
+  lf.params.scale = 0.25f;
+  for (uint32_t i : {1u, 2u, 203u, 204u, 9000u}) {
+    lf.indices.push_back(i);
+    lf.negative.push_back(static_cast<uint8_t>(i & 1));
+  }
+  lf.params.selected = lf.indices.size();
+  std::vector<uint8_t> long_code;
+  ASSERT_TRUE(wire::EncodeFrame(lf, &long_code).ok());
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    auto frames = good;
+    if (trial % 3 == 0) frames[trial % 5] = long_code;
+    auto& f = frames[(trial / 3) % 5];
+    FrameInfo fi;
+    ASSERT_TRUE(InspectFrame(f, &fi).ok());
+    const size_t payload_start = f.size() - 4 - fi.payload_bytes;
+    if (fi.payload_bytes > 0 && trial % 3 != 0) {
+      for (int flips = 1 + trial % 2; flips > 0; --flips) {
+        f[payload_start + rng() % fi.payload_bytes] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      }
+      internal::StoreU32(f.data() + f.size() - 4,
+                         internal::Crc32cExtend(0, f.data(), f.size() - 4));
+    }
+    const auto start = HeavyTailed(n, trial);
+    std::vector<float> want = start;
+    Status want_st;
+    size_t want_bad = 99;
+    for (size_t q = 0; q < frames.size() && want_st.ok(); ++q) {
+      std::vector<float> one = want;  // frame after frame, stopping at the first error
+      want_st = DecodeAccumulate(frames[q], one);
+      if (want_st.ok()) want = one;
+      else want_bad = q;
+    }
+    std::vector<float> got = start;
+    size_t bad = 99;
+    DecodeOptions o;
+    o.threads = 1 + trial % 2;
+    const Status st = DecodeAccumulateAll(Spans(frames), got, {}, o, &bad);
+    ASSERT_EQ(st.ok(), want_st.ok()) << "trial " << trial << ": " << st.ToString() << " vs "
+                                     << want_st.ToString();
+    if (st.ok()) {
+      ExpectBitEqual(got, want, "trial " + std::to_string(trial));
+    } else {
+      EXPECT_EQ(st.ToString(), want_st.ToString()) << "trial " << trial;
+      EXPECT_EQ(bad, want_bad) << "trial " << trial;
+      ExpectBitEqual(got, start, "untouched, trial " + std::to_string(trial));
+    }
+  }
 }
 
 TEST(DecodeAccumulateAllTest, FrameSpansMayRunPastTheFrame) {
