@@ -7,6 +7,7 @@ Functional API (numpy arrays or CPU torch tensors, float32, contiguous):
     frame = comp.compress(grad)          # bytes; the residue stays inside comp
     comp.last_stats                      # selected, frame_bytes, compression_rate, ...
     adacomp.decompress_add(frame, out)   # out += dequantized frame, in place
+    adacomp.decompress_average([f0, f1], out)  # out = mean of the frames, in place
     adacomp.inspect(frame)               # header fields as a dict
 
 PyTorch DistributedDataParallel hook: see ``adacomp.torch``.
@@ -25,6 +26,7 @@ __all__ = [
     "Compressor",
     "FrameError",
     "decompress_add",
+    "decompress_average",
     "inspect",
     "iter_frames",
     "find_non_finite",
@@ -71,15 +73,17 @@ class Compressor(_adacomp.Compressor):
         tau: threshold codec's tau.
         seed: terngrad's generator seed.
         tensor_id: written into each frame (uint32); decoders may check it.
+        threads: threads one compress() call may use for this tensor (1..256; AdaComp only,
+            used above 2^18 elements). Frames and residue do not depend on it.
 
     Not thread-safe across concurrent calls on the same object (they queue on
     an internal lock); distinct objects may run in parallel threads.
     """
 
     def __init__(self, elements, codec="adacomp", bin_size=500, values="ternary",
-                 density=0.01, tau=1e-3, seed=0, tensor_id=0):
+                 density=0.01, tau=1e-3, seed=0, tensor_id=0, threads=1):
         super().__init__(int(elements), codec, int(bin_size), values, float(density), float(tau),
-                         int(seed), int(tensor_id))
+                         int(seed), int(tensor_id), int(threads))
 
     def compress(self, grad):
         """Compresses this step's gradient; returns the frame as bytes.
@@ -127,7 +131,8 @@ class Compressor(_adacomp.Compressor):
 
     def __repr__(self):
         return (f"adacomp.Compressor(elements={self.elements}, codec={self.codec!r}, "
-                f"bin_size={self.bin_size}, values={self.values!r}, tensor_id={self.tensor_id})")
+                f"bin_size={self.bin_size}, values={self.values!r}, tensor_id={self.tensor_id}"
+                + (f", threads={self.threads})" if self.threads != 1 else ")"))
 
 
 def decompress_add(frame, out, expected_tensor_id=None, max_frame_bytes=None, max_elements=None):
@@ -141,6 +146,32 @@ def decompress_add(frame, out, expected_tensor_id=None, max_frame_bytes=None, ma
     """
     return _adacomp.decompress_add(_as_buffer(frame, "frame"), _as_buffer(out, "out"),
                                    expected_tensor_id, max_frame_bytes, max_elements)
+
+
+def decompress_average(frames, out, expected_tensor_id=None, max_frame_bytes=None,
+                       max_elements=None, threads=1):
+    """Writes over ``out`` the average of several frames of one tensor (e.g. every rank's).
+
+    ``frames`` is a sequence of bytes-like objects (or CPU uint8 tensors), each
+    starting at a frame (more bytes may follow it); they are read in place,
+    not copied. ``out`` is as for decompress_add. The result is bit for bit
+    zeroing ``out``, decompress_add of each frame in order, then dividing by
+    ``len(frames)`` (in float32), in one pass over ``out``. Every frame is
+    validated before ``out`` is touched. ``threads`` (>= 1) spreads the
+    validation and the additions over threads for large tensors; the result
+    does not depend on it. Returns the list of the frames' lengths in bytes.
+    Raises FrameError for a corrupt or mismatched frame (the message starts
+    with "frame j of n", j its position in ``frames``), ValueError for a bad
+    ``out``, a frame of the wrong size or an empty ``frames``; ``out`` is then untouched.
+    """
+    if not isinstance(frames, (list, tuple)):
+        if isinstance(frames, (bytes, bytearray, memoryview, str)):
+            raise ValueError("frames must be a sequence of bytes-like objects (one per frame), "
+                             "not a single buffer; wrap it in a list")
+        frames = list(frames)
+    frames = [_as_buffer(f, f"frames[{j}]") for j, f in enumerate(frames)]
+    return _adacomp.decompress_average(frames, _as_buffer(out, "out"), expected_tensor_id,
+                                       max_frame_bytes, max_elements, int(threads))
 
 
 def inspect(frame, expected_tensor_id=None, max_frame_bytes=None, max_elements=None):

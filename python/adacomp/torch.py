@@ -17,8 +17,10 @@ What the hook does with each bucket DDP hands it (docs/algorithm.md sections 2, 
 2. All-gathers this rank's concatenated frames through the process group.
    Lengths differ per rank, so it gathers the lengths first (one int64 per
    rank), then every rank's frames padded with zeros to the longest.
-3. Every rank decodes every rank's frames in rank order into the zeroed bucket
-   and divides by the world size, so all replicas apply the same bits.
+3. Every rank writes over each parameter's slice of the bucket the average of
+   every rank's frame of it (adacomp.decompress_average: the frames added in
+   rank order into zero, then divided by the world size), so all replicas
+   apply the same bits.
 
 Compressors are keyed by parameter (its name in ``model`` when a model is
 given, else the order in which the hook first saw it), never by bucket index,
@@ -602,24 +604,41 @@ class AdaCompState:
                               bucket=bucket.index(), step=self.steps, failed_ranks=bad) from error
         for (e, _, _), s in zip(layout, step_stats):
             self._step[e.layer_type].add_compress(s)
-        arr[...] = 0  # the gradient is not state: on a failure below the step is skipped
-        for r, (data, n_r) in enumerate(zip(gathered, lengths)):
-            view = memoryview(data)[:n_r]
-            pos = 0
-            for e, off, n in layout:
-                try:
-                    used = _adacomp.decompress_add(view[pos:], arr[off:off + n], e.tensor_id)
-                except FrameError as exc:
-                    raise FrameError(f"rank {r}, bucket {bucket.index()}, parameter "
-                                     f"{e.name!r}: {exc}") from None
-                pos += used
-                c = self._step[e.layer_type]
+        # Per parameter, one call averages every rank's frame in rank order: bit for bit
+        # zeroing the slice, adding the frames rank after rank and dividing by the world
+        # size. The gradient is not state: on a failure below the step is skipped.
+        covered = 0  # elements of the bucket outside every parameter's slice are zeroed
+        for _, off, n in sorted(layout, key=lambda x: x[1]):
+            if off > covered:
+                arr[covered:off] = 0
+            covered = max(covered, off + n)
+        if covered < arr.size:
+            arr[covered:] = 0
+        views = [memoryview(data)[:n_r] for data, n_r in zip(gathered, lengths)]
+        pos = [0] * len(views)  # each rank's next frame
+        for e, off, n in layout:
+            try:
+                used = _adacomp.decompress_average([v[p:] for v, p in zip(views, pos)],
+                                                   arr[off:off + n], e.tensor_id)
+            except (FrameError, ValueError) as exc:
+                r = getattr(exc, "frame", None)
+                if r is None:
+                    raise
+                why = str(exc)
+                prefix = f"frame {r} of {len(views)}: "
+                if why.startswith(prefix):
+                    why = why[len(prefix):]
+                raise type(exc)(f"rank {r}, bucket {bucket.index()}, parameter "
+                                f"{e.name!r}: {why}") from None
+            c = self._step[e.layer_type]
+            for r, u in enumerate(used):
+                pos[r] += u
                 c.gathered_elements += n
-                c.gathered_bytes += used
-            if pos != n_r:
-                raise FrameError(f"rank {r}, bucket {bucket.index()}: {n_r - pos} bytes left "
+                c.gathered_bytes += u
+        for r, (p, n_r) in enumerate(zip(pos, lengths)):
+            if p != n_r:
+                raise FrameError(f"rank {r}, bucket {bucket.index()}: {n_r - p} bytes left "
                                  f"after the last parameter's frame")
-        buf.div_(len(gathered))
         self.buckets += 1
         if bucket.is_last():
             self._commit_step()

@@ -4,8 +4,9 @@
 // Tensors come in through the buffer protocol (numpy arrays; a CPU torch
 // tensor's .numpy() is a zero-copy view), so no gradient data is copied on
 // the way in or out: Compress() reads the caller's buffer in place and
-// DecodeAccumulate() adds into the caller's buffer in place. The only copy is
-// of the (small) frame into a Python bytes object.
+// DecodeAccumulate() / DecodeAverageAll() write into the caller's buffer in
+// place (decompress_average reads every frame through the buffer protocol too).
+// The only copy is of the (small) frame into a Python bytes object.
 //
 // The GIL is released while the core runs. A Compressor object guards itself
 // with a mutex, so two Python threads calling the same object queue up instead
@@ -13,7 +14,9 @@
 //
 // Errors: InvalidArgument -> ValueError; a frame that fails validation
 // (Corruption, OutOfRange, NotFound) -> adacomp.FrameError (a ValueError
-// subclass); anything else -> RuntimeError. Messages are the core's own.
+// subclass); anything else -> RuntimeError. Messages are the core's own
+// (decompress_average prefixes "frame <j> of <n>: " and sets the exception's
+// `frame` attribute to j when one of several frames is at fault).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,6 +24,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,15 +45,30 @@ namespace {
 // Set once at module import; raised for frames that fail validation.
 PyObject* g_frame_error = nullptr;
 
-[[noreturn]] void ThrowStatus(const Status& status, bool frame_context) {
+// Raises an exception of Python type `type` with message `msg` whose
+// attribute `frame` is the failing frame's position (decompress_average).
+[[noreturn]] void ThrowWithFrame(PyObject* type, const std::string& msg, size_t frame) {
+  py::object exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(type, "s", msg.c_str()));
+  if (!exc) throw py::error_already_set();
+  exc.attr("frame") = py::int_(frame);
+  PyErr_SetObject(type, exc.ptr());
+  throw py::error_already_set();
+}
+
+// `frame` (optional): the position of the failing frame among several; the
+// ValueError or FrameError then carries it as its `frame` attribute.
+[[noreturn]] void ThrowStatus(const Status& status, bool frame_context,
+                              std::optional<size_t> frame = std::nullopt) {
   const std::string& msg = status.message().empty() ? status.ToString() : status.message();
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
+      if (frame) ThrowWithFrame(PyExc_ValueError, msg, *frame);
       throw py::value_error(msg);
     case StatusCode::kCorruption:
     case StatusCode::kOutOfRange:
     case StatusCode::kNotFound:
       if (frame_context) {
+        if (frame) ThrowWithFrame(g_frame_error, msg, *frame);
         PyErr_SetString(g_frame_error, msg.c_str());
         throw py::error_already_set();
       }
@@ -149,6 +168,17 @@ py::dict InfoToDict(const FrameInfo& info) {
   return d;
 }
 
+// A `threads` argument as the core's int; values beyond int's range (which
+// the core would reject anyway) raise ValueError here instead of pybind11's
+// TypeError, so that every bad value raises the same exception type.
+int ThreadsArg(int64_t threads, const char* what) {
+  if (threads < std::numeric_limits<int>::min() || threads > std::numeric_limits<int>::max()) {
+    throw py::value_error(std::string(what) + " is " + std::to_string(threads) +
+                          ", out of range");
+  }
+  return static_cast<int>(threads);
+}
+
 DecodeOptions MakeDecodeOptions(std::optional<uint32_t> expected_tensor_id,
                                 std::optional<uint64_t> max_frame_bytes,
                                 std::optional<uint64_t> max_elements) {
@@ -164,7 +194,7 @@ class PyCompressor {
  public:
   PyCompressor(uint64_t elements, const std::string& codec, uint32_t bin_size,
                const std::string& values, double density, float tau, uint64_t seed,
-               uint32_t tensor_id) {
+               uint32_t tensor_id, int64_t threads) {
     Result<Codec> c = ParseCodec(codec);
     if (!c.ok()) ThrowStatus(c.status(), false);
     Result<ValueMode> v = ParseValueMode(values);
@@ -175,6 +205,7 @@ class PyCompressor {
     config_.density = density;
     config_.tau = tau;
     config_.seed = seed;
+    config_.threads = ThreadsArg(threads, "threads");  // Create() checks 1..256 -> ValueError
     auto created = Compressor::Create(config_, tensor_id, elements);
     if (!created.ok()) ThrowStatus(created.status(), false);
     impl_ = std::move(created).value();
@@ -302,6 +333,7 @@ class PyCompressor {
   double density() const { return config_.density; }
   float tau() const { return config_.tau; }
   uint64_t seed() const { return config_.seed; }
+  int threads() const { return config_.threads; }
 
  private:
   // The core has no "set residue" call, so the restore goes through
@@ -371,6 +403,62 @@ uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
   return info.frame_bytes;
 }
 
+// Writes over `out` the average of the frames (one tensor's frame from each
+// learner, in order): bit for bit zeroing `out`, adding the frames in order
+// and dividing by their count. Every frame is validated first; on any error
+// `out` is untouched and the message names the failing frame's position.
+// Each frame buffer is read in place (buffer protocol, no copy) and may run
+// past its frame. Returns each frame's length in bytes. An error about one
+// frame (FrameError, or ValueError for a wrong size or tensor id) has the
+// message "frame <j> of <count>: <reason>" and the attribute `frame` = j.
+std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::buffer& out,
+                                        std::optional<uint32_t> expected_tensor_id,
+                                        std::optional<uint64_t> max_frame_bytes,
+                                        std::optional<uint64_t> max_elements, int64_t threads) {
+  if (py::isinstance<py::str>(frames) || py::isinstance<py::bytes>(frames) ||
+      py::isinstance<py::bytearray>(frames) || py::isinstance<py::memoryview>(frames)) {
+    throw py::value_error("frames must be a sequence of bytes-like objects (one per frame), not "
+                          "a single buffer; wrap it in a list");
+  }
+  const size_t count = py::len(frames);
+  if (count == 0) throw py::value_error("frames is empty; nothing to average");
+  // The buffer_info objects keep every frame's buffer exported until the end.
+  std::vector<py::buffer_info> holders(count);
+  std::vector<std::span<const uint8_t>> spans(count);
+  for (size_t j = 0; j < count; ++j) {
+    py::object item = frames[j];
+    const std::string what = "frames[" + std::to_string(j) + "]";
+    if (!py::isinstance<py::buffer>(item)) {
+      throw py::value_error(what + " must be a bytes-like object, got " +
+                            std::string(py::str(py::type::of(item).attr("__name__"))));
+    }
+    spans[j] = RequestBytes(item.cast<py::buffer>(), &holders[j], what.c_str());
+  }
+  py::buffer_info out_info = RequestFloat32(out, /*writable=*/true, "out");
+  if (out_info.readonly) throw py::value_error("out is read-only; pass a writable float32 array");
+  size_t n = ContiguousElements(out_info, "out");
+  std::span<float> dst(static_cast<float*>(out_info.ptr), n);
+  DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
+  options.threads = ThreadsArg(threads, "threads");  // the core checks >= 1 -> ValueError
+  std::vector<FrameInfo> infos(count);
+  constexpr size_t kNoFrame = ~size_t{0};
+  size_t failed = kNoFrame;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = DecodeAverageAll(spans, dst, infos, options, &failed);
+  }
+  if (!status.ok()) {
+    if (failed == kNoFrame) ThrowStatus(status, true);
+    ThrowStatus(status.WithContext("frame " + std::to_string(failed) + " of " +
+                                   std::to_string(count)),
+                true, failed);
+  }
+  std::vector<uint64_t> lengths(count);
+  for (size_t j = 0; j < count; ++j) lengths[j] = infos[j].frame_bytes;
+  return lengths;
+}
+
 py::dict Inspect(const py::buffer& frame, std::optional<uint32_t> expected_tensor_id,
                  std::optional<uint64_t> max_frame_bytes, std::optional<uint64_t> max_elements) {
   py::buffer_info holder;
@@ -407,10 +495,10 @@ PYBIND11_MODULE(_adacomp, m) {
 
   py::class_<PyCompressor>(m, "Compressor")
       .def(py::init<uint64_t, const std::string&, uint32_t, const std::string&, double, float,
-                    uint64_t, uint32_t>(),
+                    uint64_t, uint32_t, int64_t>(),
            py::arg("elements"), py::arg("codec") = "adacomp", py::arg("bin_size") = 500,
            py::arg("values") = "ternary", py::arg("density") = 0.01, py::arg("tau") = 1e-3f,
-           py::arg("seed") = 0, py::arg("tensor_id") = 0)
+           py::arg("seed") = 0, py::arg("tensor_id") = 0, py::arg("threads") = 1)
       .def("compress", &PyCompressor::Compress, py::arg("grad"))
       .def_property_readonly("residue", &PyCompressor::Residue)
       .def("_save_state", &PyCompressor::SaveState)
@@ -427,11 +515,15 @@ PYBIND11_MODULE(_adacomp, m) {
       .def_property_readonly("values", &PyCompressor::values)
       .def_property_readonly("density", &PyCompressor::density)
       .def_property_readonly("tau", &PyCompressor::tau)
-      .def_property_readonly("seed", &PyCompressor::seed);
+      .def_property_readonly("seed", &PyCompressor::seed)
+      .def_property_readonly("threads", &PyCompressor::threads);
 
   m.def("decompress_add", &adacomp::DecompressAdd, py::arg("frame"), py::arg("out"),
         py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
         py::arg("max_elements") = py::none());
+  m.def("decompress_average", &adacomp::DecompressAverage, py::arg("frames"), py::arg("out"),
+        py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
+        py::arg("max_elements") = py::none(), py::arg("threads") = 1);
   m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));

@@ -53,7 +53,8 @@ def main():
             state._snapshot = lambda layout: None
         if variant == "bare":
             state_mod = types.SimpleNamespace(find_non_finite=lambda a: None,
-                                              decompress_add=adt._adacomp.decompress_add)
+                                              decompress_add=adt._adacomp.decompress_add,
+                                              decompress_average=adt._adacomp.decompress_average)
         else:
             state_mod = adt._adacomp
         opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)

@@ -1,4 +1,4 @@
-"""Tests of the functional API (adacomp.Compressor, decompress_add, inspect).
+"""Tests of the functional API (adacomp.Compressor, decompress_add, decompress_average, inspect).
 
 The C++ results are checked against a plain-loop reference of docs/algorithm.md section 2
 written here, independently of the core: selected set, signs, scale, residue.
@@ -195,6 +195,197 @@ class AdaCompAgainstReferenceTest(unittest.TestCase):
         for th in threads:
             th.join()
         self.assertEqual(results, serial)
+
+
+def average_reference(frames, n):
+    """decompress_average by hand: zero, decompress_add each frame in order, divide by the count."""
+    acc = np.zeros(n, dtype=np.float32)
+    for f in frames:
+        adacomp.decompress_add(f, acc)
+    return (acc / np.float32(len(frames))).astype(np.float32)
+
+
+def assert_bits_equal(test, got, expect, msg=None):
+    got = np.ascontiguousarray(got, dtype=np.float32).ravel()
+    expect = np.ascontiguousarray(expect, dtype=np.float32).ravel()
+    test.assertTrue(np.array_equal(got.view(np.uint32), expect.view(np.uint32)), msg)
+
+
+def learner_frames(rng, n, count, tensor_id=4, steps=2, **config):
+    """Each of `count` learners' last frame of one tensor after `steps` steps (residues non-zero)."""
+    frames = []
+    for _ in range(count):
+        comp = adacomp.Compressor(n, tensor_id=tensor_id, **config)
+        for step in range(steps):
+            frame = comp.compress(sparse_gradient(rng, n, scale=0.01 * (step + 1)))
+        frames.append(frame)
+    return frames
+
+
+class DecompressAverageTest(unittest.TestCase):
+    CONFIGS = [
+        dict(bin_size=50),
+        dict(bin_size=500, values="fp16"),
+        dict(bin_size=7, values="fp32"),
+        dict(codec="dense"),
+        dict(codec="topk", density=0.05),
+        dict(codec="onebit"),
+    ]
+
+    def test_matches_sum_in_order_divided_by_count(self):
+        rng = np.random.default_rng(21)
+        n = 1003
+        for config in self.CONFIGS:
+            for count in (1, 2, 3, 5, 8):
+                frames = learner_frames(rng, n, count, **config)
+                expect = average_reference(frames, n)
+                out = np.full(n, 9.0, dtype=np.float32)  # written over, not added to
+                lengths = adacomp.decompress_average(frames, out, expected_tensor_id=4)
+                self.assertEqual(lengths, [len(f) for f in frames])
+                assert_bits_equal(self, out, expect, f"{config} count={count}")
+
+    def test_same_bits_as_torch_division(self):
+        # The DDP hook used to divide the summed bucket with torch's div_(world).
+        rng = np.random.default_rng(22)
+        n = 4099
+        for count in (2, 3, 6, 7):
+            frames = learner_frames(rng, n, count, bin_size=50)
+            acc = torch.zeros(n)
+            for f in frames:
+                adacomp.decompress_add(f, acc)
+            acc.div_(count)
+            out = torch.empty(n)
+            adacomp.decompress_average(frames, out)
+            assert_bits_equal(self, out.numpy(), acc.numpy(), f"count={count}")
+
+    def test_large_tensor_any_threads(self):
+        # elements x frames >= 2^20: the blocked, threaded path of the core.
+        rng = np.random.default_rng(23)
+        n = (1 << 18) + 4097
+        for count in (3, 4):
+            frames = learner_frames(rng, n, count, steps=1, bin_size=50)
+            expect = average_reference(frames, n)
+            for threads in (1, 2, 3, 8):
+                out = np.empty(n, dtype=np.float32)
+                adacomp.decompress_average(frames, out, threads=threads)
+                assert_bits_equal(self, out, expect, f"count={count} threads={threads}")
+
+    def test_frames_in_place_with_trailing_bytes(self):
+        rng = np.random.default_rng(24)
+        sizes = [300, 50]
+        # three learners, each sending two tensors' frames back to back
+        bufs = []
+        for _ in range(3):
+            comps = [adacomp.Compressor(n, bin_size=50, tensor_id=i) for i, n in enumerate(sizes)]
+            bufs.append(b"".join(c.compress(sparse_gradient(rng, n)) for c, n in zip(comps, sizes)))
+        views = [memoryview(bytearray(b)) for b in bufs]
+        pos = [0, 0, 0]
+        for i, n in enumerate(sizes):
+            parts = [v[p:] for v, p in zip(views, pos)]
+            out = torch.zeros(n)
+            used = adacomp.decompress_average(parts, out, expected_tensor_id=i)
+            assert_bits_equal(self, out.numpy(), average_reference(parts, n), f"tensor {i}")
+            pos = [p + u for p, u in zip(pos, used)]
+        self.assertEqual(pos, [len(b) for b in bufs])
+        # uint8 tensors and a tuple work as frames too
+        tensors = tuple(torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in bufs)
+        out = np.zeros(sizes[0], np.float32)
+        adacomp.decompress_average(tensors, out)
+        assert_bits_equal(self, out, average_reference(bufs, sizes[0]))
+
+    def test_corrupt_frame_is_named_and_out_untouched(self):
+        rng = np.random.default_rng(25)
+        n = 600
+        count = 4
+        frames = learner_frames(rng, n, count, bin_size=50)
+        for j in range(count):
+            for how in ("flip", "truncate", "empty"):
+                bad = list(frames)
+                if how == "flip":
+                    b = bytearray(frames[j])
+                    b[len(b) // 2] ^= 0x04
+                    bad[j] = bytes(b)
+                elif how == "truncate":
+                    bad[j] = frames[j][:-5]
+                else:
+                    bad[j] = b""
+                out = np.full(n, 1.25, dtype=np.float32)
+                with self.assertRaises(adacomp.FrameError, msg=f"{how} {j}") as ctx:
+                    adacomp.decompress_average(bad, out)
+                self.assertIn(f"frame {j} of {count}", str(ctx.exception))
+                self.assertEqual(ctx.exception.frame, j)
+                np.testing.assert_array_equal(out, np.full(n, 1.25, dtype=np.float32))
+        # two bad frames: the first one is named
+        b1, b3 = bytearray(frames[1]), bytearray(frames[3])
+        b1[10] ^= 1
+        b3[10] ^= 1
+        with self.assertRaisesRegex(adacomp.FrameError, "frame 1 of 4"):
+            adacomp.decompress_average([frames[0], bytes(b1), frames[2], bytes(b3)], out)
+
+    def test_bad_arguments(self):
+        rng = np.random.default_rng(26)
+        n = 200
+        frames = learner_frames(rng, n, 3, bin_size=50)
+        out = np.full(n, 3.0, dtype=np.float32)
+        untouched = out.copy()
+        with self.assertRaisesRegex(ValueError, "elements") as ctx:  # wrong size
+            adacomp.decompress_average(frames, np.zeros(n + 1, np.float32))
+        self.assertNotIsInstance(ctx.exception, adacomp.FrameError)
+        self.assertIn("frame 0 of 3", str(ctx.exception))
+        with self.assertRaisesRegex(ValueError, "empty"):
+            adacomp.decompress_average([], out)
+        with self.assertRaisesRegex(ValueError, "tensor id") as ctx:
+            adacomp.decompress_average(frames, out, expected_tensor_id=5)
+        self.assertEqual(ctx.exception.frame, 0)
+        with self.assertRaises(adacomp.FrameError):
+            adacomp.decompress_average(frames, out, max_frame_bytes=min(map(len, frames)) - 1)
+        with self.assertRaises(adacomp.FrameError):
+            adacomp.decompress_average(frames, out, max_elements=n - 1)
+        with self.assertRaises(ValueError):
+            adacomp.decompress_average(frames, out, threads=0)
+        with self.assertRaisesRegex(ValueError, "sequence"):
+            adacomp.decompress_average(frames[0], out)  # one buffer, not a list of them
+        with self.assertRaisesRegex(ValueError, "frames\\[1\\]"):
+            adacomp.decompress_average([frames[0], 17], out)
+        with self.assertRaisesRegex(ValueError, "float32"):
+            adacomp.decompress_average(frames, np.zeros(n, np.float64))
+        ro = np.zeros(n, np.float32)
+        ro.flags.writeable = False
+        with self.assertRaises(ValueError):
+            adacomp.decompress_average(frames, ro)
+        with self.assertRaisesRegex(ValueError, "contiguous"):
+            adacomp.decompress_average(frames, np.zeros(2 * n, np.float32)[::2])
+        np.testing.assert_array_equal(out, untouched)
+        np.testing.assert_array_equal(ro, np.zeros(n, np.float32))
+
+
+class CompressorThreadsTest(unittest.TestCase):
+    def test_threads_give_same_frames_and_residue(self):
+        n = (1 << 20) + 37
+        rng = np.random.default_rng(31)
+        grads = [sparse_gradient(rng, n, scale=0.01 * (s + 1)) for s in range(3)]
+        comps = {t: adacomp.Compressor(n, bin_size=50, tensor_id=9, threads=t) for t in (1, 2, 3)}
+        for t, c in comps.items():
+            self.assertEqual(c.threads, t)
+        for step, g in enumerate(grads):
+            frames = {t: c.compress(g) for t, c in comps.items()}
+            for t in (2, 3):
+                msg = f"threads={t} step={step}"
+                self.assertEqual(frames[t], frames[1], msg)
+                self.assertEqual(comps[t].last_stats, comps[1].last_stats, msg)
+                assert_bits_equal(self, comps[t].residue, comps[1].residue, msg)
+        for t in (2, 3):
+            self.assertEqual(comps[t]._save_state(), comps[1]._save_state())
+
+    def test_threads_validated_and_read_only(self):
+        for bad in (0, -1, 257, 1 << 40):
+            with self.assertRaises(ValueError, msg=str(bad)):
+                adacomp.Compressor(10, threads=bad)
+        c = adacomp.Compressor(10)
+        self.assertEqual(c.threads, 1)
+        with self.assertRaises(AttributeError):
+            c.threads = 2
+        self.assertEqual(adacomp.Compressor(10, codec="dense", threads=256).threads, 256)
 
 
 class OtherCodecsTest(unittest.TestCase):
