@@ -3,6 +3,7 @@
 // a table (and JSON with --json). See AddBenchCommands at the end.
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -60,7 +61,9 @@ struct Row {
   double seconds = 0;   // median over repeats, per operation on all `elements`
   double elements_per_second = 0;
   double ratio_to_reference = 0;  // seconds / reference seconds (same elements and threads)
-  double density = 0;             // selected / elements (compress rows)
+  // selected / elements: compress rows; decode rows: summed over the P
+  // frames of each part and over parts (selected / (elements x P)).
+  double density = 0;
   uint64_t frame_bytes = 0;       // bytes of one operation's frames, summed over parts
 };
 
@@ -99,6 +102,41 @@ double RunParallel(int parts, uint64_t iters, const std::function<void(int)>& fn
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The same with every call started from cold caches, as a decode runs in
+// training (a whole step's other work runs between two decodes of one
+// tensor): before each call every thread runs evict(part), untimed, then all
+// threads start the call together. Returns the summed time of the calls, each
+// the longest of the threads' own times for it (not from the earliest start
+// to the latest end: a thread woken late from the barrier would add its
+// wake-up latency, tens of microseconds on a loaded machine, to calls that
+// take a few); *wall receives the wall time of the whole run, eviction
+// included.
+double RunParallelCold(int parts, uint64_t iters, const std::function<void(int)>& fn,
+                       const std::function<void(int)>& evict, double* wall) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::vector<double> took(parts);
+  std::barrier sync(parts);
+  double timed = 0;  // written by part 0's thread only
+  auto body = [&](int t) {
+    for (uint64_t i = 0; i < iters; ++i) {
+      evict(t);
+      sync.arrive_and_wait();
+      const auto begin = Clock::now();
+      fn(t);
+      took[t] = std::chrono::duration<double>(Clock::now() - begin).count();
+      sync.arrive_and_wait();  // no thread writes took[] again before part 0 arrives next
+      if (t == 0) timed += *std::max_element(took.begin(), took.end());
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int t = 1; t < parts; ++t) workers.emplace_back(body, t);
+  body(0);
+  for (auto& w : workers) w.join();
+  *wall = std::chrono::duration<double>(Clock::now() - start).count();
+  return timed;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t m = v.size();
@@ -119,17 +157,35 @@ struct Timing {
   double ratio = 1;    // median over repeats of (operation / reference pass timed just before)
 };
 
+// Calibrate() for RunParallelCold: a repeat (eviction included) lasts about min_time.
+uint64_t CalibrateCold(int parts, double min_time, const std::function<void(int)>& fn,
+                       const std::function<void(int)>& evict) {
+  double wall = 0;
+  RunParallelCold(parts, 1, fn, evict, &wall);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(wall, 1e-9))),
+                              1, 10'000'000);
+}
+
 // Times fn over `repeats` repeats; when `reference` is given, each repeat
 // first times the reference pass, so that the ratio pairs measurements taken
-// moments apart (a change of machine load between rows cancels out).
+// moments apart (a change of machine load between rows cancels out). With
+// `evict`, both are timed call by call from cold caches (RunParallelCold).
 Timing TimeOp(int parts, int repeats, double min_time, const std::function<void(int)>& fn,
-              const std::function<void(int)>* reference) {
-  const uint64_t iters = Calibrate(parts, min_time, fn);
-  const uint64_t ref_iters = reference ? Calibrate(parts, min_time, *reference) : 0;
+              const std::function<void(int)>* reference,
+              const std::function<void(int)>* evict = nullptr) {
+  auto calibrate = [&](const std::function<void(int)>& f) {
+    return evict ? CalibrateCold(parts, min_time, f, *evict) : Calibrate(parts, min_time, f);
+  };
+  auto run = [&](uint64_t n, const std::function<void(int)>& f) {
+    double wall = 0;
+    return evict ? RunParallelCold(parts, n, f, *evict, &wall) : RunParallel(parts, n, f);
+  };
+  const uint64_t iters = calibrate(fn);
+  const uint64_t ref_iters = reference ? calibrate(*reference) : 0;
   std::vector<double> seconds, ratios;
   for (int r = 0; r < repeats; ++r) {
-    double ref = reference ? RunParallel(parts, ref_iters, *reference) / ref_iters : 0.0;
-    double op = RunParallel(parts, iters, fn) / iters;
+    double ref = reference ? run(ref_iters, *reference) / ref_iters : 0.0;
+    double op = run(iters, fn) / iters;
     seconds.push_back(op);
     if (reference) ratios.push_back(op / ref);
   }
@@ -146,6 +202,9 @@ struct Part {
   // (compressing one gradient again and again selects 2-3x more elements).
   std::vector<std::vector<float>> next;
   size_t calls = 0;  // timed calls so far (which next step comes)
+  // The same for the reference pass timed beside AdaComp compress, which
+  // streams over the same next steps (see Bench::RunOne).
+  size_t ref_calls = 0;
 };
 constexpr int kNextSteps = 3;
 
@@ -311,9 +370,28 @@ class Bench {
                 r.seconds, r.elements_per_second / 1e6, r.ratio_to_reference);
     std::fflush(stdout);
   }
+  // How an operation and the reference pass paired with it are timed.
+  enum class Mode {
+    kBackToBack,   // calls back to back; the reference pass over the same tensors each call
+    kNewGradient,  // the same, the reference pass over a new gradient each call (as fn)
+    kCold,         // call by call from cold caches, the reference pass too (see EvictCaches)
+  };
   // Times fn (and, paired with it, the current reference pass).
-  void Time(int parts, const std::function<void(int)>& fn) {
-    last_ = TimeOp(parts, a_.repeats, a_.min_time, fn, reference_ ? &reference_ : nullptr);
+  void Time(int parts, const std::function<void(int)>& fn, Mode mode = Mode::kBackToBack) {
+    const std::function<void(int)>& ref = mode == Mode::kNewGradient ? reference_next_ : reference_;
+    std::function<void(int)> evict;
+    if (mode == Mode::kCold) evict = [this](int) { EvictCaches(); };
+    last_ = TimeOp(parts, a_.repeats, a_.min_time, fn, ref ? &ref : nullptr,
+                   mode == Mode::kCold ? &evict : nullptr);
+  }
+  // Reads kEvictBytes of other data (one load per 64-byte line), so that
+  // what the next call touches is no longer in any cache level. Threads may
+  // call it at once (the buffer is only read).
+  static constexpr size_t kEvictBytes = size_t{256} << 20;  // above any one L3 of today's CPUs
+  void EvictCaches() {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < evict_buf_.size(); i += 8) sum += evict_buf_[i];
+    evict_sink_.fetch_add(sum, std::memory_order_relaxed);  // keeps the loads
   }
   Status RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
                 const std::vector<uint64_t>& frames);
@@ -324,8 +402,11 @@ class Bench {
   std::set<std::string> ops_;
   std::vector<Row> rows_;
   std::function<void(int)> reference_;  // the reference pass of the current size and threads
+  std::function<void(int)> reference_next_;  // the same over generator steps 1..kNextSteps in turn
   Timing last_;
   Failure failure_;
+  std::vector<uint64_t> evict_buf_;  // EvictCaches' data (allocated when decode rows are wanted)
+  std::atomic<uint64_t> evict_sink_{0};
 };
 
 Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& bin_sizes,
@@ -363,10 +444,23 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
   Time(threads, reference);
   Add({.op = "reference", .codec = "none", .elements = elements, .threads = threads});
   reference_ = reference;
+  // The reference pass paired with AdaComp compress reads the same data as
+  // compress does: a new gradient each call (steps 1..kNextSteps in turn).
+  // It used to run over parts[t].grad every call, so it kept R and one
+  // gradient hot while compress streamed R and kNextSteps gradients. On a
+  // 2-core machine with a 32 MB L3 the old floor was 11-13 % faster than the
+  // one that reads what compress reads at 1e6 elements, 5-9 % at 4e6, 1-3 %
+  // at 1.6e7, and the compress rows' x_ref that much too high.
+  reference_next_ = [&](int t) {
+    ReferencePass(ref_r[t], parts[t].next[parts[t].ref_calls++ % kNextSteps]);
+  };
   struct ClearReference {
-    std::function<void(int)>* f;
-    ~ClearReference() { *f = nullptr; }
-  } clear_reference{&reference_};
+    Bench* b;
+    ~ClearReference() {
+      b->reference_ = nullptr;
+      b->reference_next_ = nullptr;
+    }
+  } clear_reference{this};
 
   // ---- AdaComp, per bin size
   for (uint64_t l64 : bin_sizes) {
@@ -403,7 +497,7 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         const auto& g = parts[t].next[parts[t].calls++ % kNextSteps];
         Status st = comp[t]->Compress(g, &frame[t]);
         if (!st.ok()) failure_.Set(st.ToString());
-      });
+      }, Mode::kNewGradient);
       if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
       Add({.op = "compress", .codec = "adacomp", .elements = elements, .bin_size = l,
            .threads = threads, .frames = 1, .density = density,
@@ -412,32 +506,45 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     comp.clear();
 
     // ---- decode-and-accumulate of P frames per part into one dense buffer
+    // Each learner's frame is a steady-state one: its compressor goes through
+    // the same steps as the compressor timed above (step 0 twice, then steps
+    // 1..kNextSteps, residue carried) and the frame of the last step is kept,
+    // as the compress row's density is the last step's. (It used to keep the
+    // second frame of a new compressor, step 1 after step 0: that frame is
+    // denser than the steady state, 1.9 % against 0.83 % at L_T 500 and
+    // 8.5 % against 4.3 % at L_T 50 on 1.6e7 elements, so the row timed more
+    // work than a decode in training does.) The row reports the frames'
+    // density: selected summed over frames and parts / (elements x P).
     if (Want("decode")) {
+      if (evict_buf_.empty()) evict_buf_.assign(kEvictBytes / sizeof(uint64_t), 1);
       for (uint64_t p64 : frames) {
         const int p = static_cast<int>(p64);
         std::vector<std::vector<std::vector<uint8_t>>> learner_frames(threads);
         std::vector<std::vector<float>> dst(threads);
-        uint64_t frame_bytes = 0;
+        uint64_t frame_bytes = 0, frame_selected = 0;
         for (int t = 0; t < threads; ++t) {
           const uint64_t n = parts[t].size;
           std::vector<float> expected(n, 0.0f), one(n), rotated(n);
           for (int q = 0; q < p; ++q) {
-            // Learner q's gradient: the part's gradient rotated (cheap, still gradient-like).
+            // Learner q's gradients: the part's gradients rotated (cheap, still
+            // gradient-like); learner 0's are the part's own, so with P = 1 the
+            // decoded frame is the compress row's last warm-up frame.
             uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
-            std::rotate_copy(parts[t].grad.begin(), parts[t].grad.begin() + shift,
-                             parts[t].grad.end(), rotated.begin());
             ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l), t, n));
             std::vector<uint8_t> f;
-            ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
-            // Keep the frame of the next step (a new gradient, non-zero residue).
-            std::rotate_copy(parts[t].next[0].begin(), parts[t].next[0].begin() + shift,
-                             parts[t].next[0].end(), rotated.begin());
-            f.clear();
-            ADACOMP_RETURN_IF_ERROR(c->Compress(rotated, &f));
+            CompressStats stats;
+            auto step = [&](const std::vector<float>& g) -> Status {
+              std::rotate_copy(g.begin(), g.begin() + shift, g.end(), rotated.begin());
+              f.clear();
+              return c->Compress(rotated, &f, &stats);
+            };
+            for (int s = 0; s < 2; ++s) ADACOMP_RETURN_IF_ERROR(step(parts[t].grad));
+            for (const auto& g : parts[t].next) ADACOMP_RETURN_IF_ERROR(step(g));
             std::fill(one.begin(), one.end(), 0.0f);
             ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
             for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
             frame_bytes += f.size();
+            frame_selected += stats.selected;
             learner_frames[t].push_back(std::move(f));
           }
           dst[t].assign(n, 0.0f);
@@ -447,15 +554,25 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
           ADACOMP_RETURN_IF_ERROR(CheckClose(dst[t], expected, 1e-6, 0, "decode_accumulate")
                                       .WithContext(where("decode P=" + std::to_string(p))));
         }
+        // From cold caches, call by call (Mode::kCold), and so is the
+        // reference pass paired with it. Decoding the same frames into the
+        // same dst back to back kept the lines of dst that the frames touch
+        // in the last-level cache (at 0.83 % density about 1/8 of dst's
+        // lines, 8 MB of 64 MB at 1.6e7 elements): at 1.6e7 elements, L_T
+        // 500, that decode measured 1.5x faster than from cold caches. In
+        // training a whole step's other work runs between two decodes of a
+        // tensor, so its dst is not in cache.
         Time(threads, [&](int t) {
           for (const auto& f : learner_frames[t]) {
             Status st = DecodeAccumulate(f, dst[t]);
             if (!st.ok()) failure_.Set(st.ToString());
           }
-        });
+        }, Mode::kCold);
         if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
         Add({.op = "decode_accumulate", .codec = "adacomp", .elements = elements, .bin_size = l,
-             .threads = threads, .frames = p, .frame_bytes = frame_bytes});
+             .threads = threads, .frames = p,
+             .density = static_cast<double>(frame_selected) / (static_cast<double>(elements) * p),
+             .frame_bytes = frame_bytes});
       }
     }
 
@@ -573,7 +690,12 @@ nlohmann::json ToJson(const std::vector<Row>& rows, const BenchArgs& a,
   j["seconds_is"] = "median over repeats of the time of one operation on all elements";
   j["ratio_to_reference_is"] =
       "median over repeats of (operation time / time of the reference pass R += dW on the same "
-      "tensors and threads, measured just before it in the same repeat)";
+      "tensors and threads, measured just before it in the same repeat; beside compress adacomp "
+      "the reference pass too takes a new gradient each call, generator steps 1..3 in turn; "
+      "decode_accumulate and its reference pass are timed call by call from cold caches)";
+  j["density_is"] =
+      "selected / elements; for decode_accumulate rows summed over the P frames of each part "
+      "(selected / (elements x P)); 0 for reference rows";
   nlohmann::json list = nlohmann::json::array();
   for (const Row& r : rows) {
     list.push_back({{"op", r.op},
@@ -715,15 +837,22 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
           "k elements and keeps none larger. seconds = median over repeats of one operation;\n"
           "x_ref = ratio_to_reference = median over repeats of (operation time / time of the\n"
           "reference pass on the same tensors, measured just before it in the same repeat),\n"
-          "so that changes of machine load between rows cancel out.\n"
+          "so that changes of machine load between rows cancel out; beside compress adacomp the\n"
+          "reference pass, like compress, takes a new gradient each call (steps 1, 2, 3, 1, ...).\n"
+          "decode_accumulate rows, and the reference pass paired with them, are timed call by\n"
+          "call from cold caches (256 MiB of other data are read, untimed, before each call,\n"
+          "as a training step's other work runs between two decodes of one tensor).\n"
           "JSON (--json): {\"rows\": [{op, codec, elements, bin_size, threads, frames, seconds,\n"
           "elements_per_second, ratio_to_reference, density, frame_bytes}], ...}.\n") +
       kGradientModelHelp +
       "\nEach thread's tensor has its own seed and a log-normal layer scale (sigma 1).\n"
       "AdaComp is verified on generator step 0 (twice), warmed up on steps 1-3, then timed\n"
       "on steps 1, 2, 3, 1, ... (a new gradient each call, residue carried, as in training);\n"
-      "its density (which top-k also uses) is that of the last warm-up step. Decoded frames\n"
-      "are each learner's second step (step 1 after step 0).\n"
+      "its density (which top-k also uses) is that of the last warm-up step. Each decoded\n"
+      "frame is a learner's frame after the same warm-up (steps 0, 0, 1, 2, 3 of its\n"
+      "gradients, rotated per learner; learner 0's not rotated): steady-state frames, not\n"
+      "the denser early ones. decode_accumulate density = selected / (elements x P); with\n"
+      "P = 1 it equals the compress row's.\n"
       "Exit status: 0 success; 1 a verification or I/O failure; 2 bad usage.");
   return {{app, [args] { return RunBench(*args); }}};
 }

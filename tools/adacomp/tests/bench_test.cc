@@ -111,7 +111,7 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
                     static_cast<double>(r["elements"].get<uint64_t>()),
                     1e-6 * static_cast<double>(r["elements"].get<uint64_t>()))
             << r;
-        if (r["op"] == "compress") {
+        if (r["op"] == "compress" || r["op"] == "decode_accumulate") {
           EXPECT_GT(r["frame_bytes"].get<uint64_t>(), 0u) << r;
           EXPECT_GT(r["density"].get<double>(), 0) << r;
           EXPECT_LE(r["density"].get<double>(), 1) << r;
@@ -128,6 +128,11 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
         const Key topk_key{"compress", "topk_nth_element", n, l, t, 1};
         const Key adacomp_key{"compress", "adacomp", n, l, t, 1};
         EXPECT_DOUBLE_EQ(rows[topk_key]["density"].get<double>(),
+                         rows[adacomp_key]["density"].get<double>());
+        // Decoded frames are steady-state frames after the compress row's
+        // warm-up: with P = 1 (learner 0, not rotated) the very same frame.
+        const Key decode_key{"decode_accumulate", "adacomp", n, l, t, 1};
+        EXPECT_DOUBLE_EQ(rows[decode_key]["density"].get<double>(),
                          rows[adacomp_key]["density"].get<double>());
       }
       check({"compress", "onebit", n, 0, t, 1});
