@@ -170,37 +170,41 @@ uint64_t CalibrateCold(int parts, double min_time, const std::function<void(int)
 // first times the reference pass, so that the ratio pairs measurements taken
 // moments apart (a change of machine load between rows cancels out). With
 // `evict`, both are timed call by call from cold caches (RunParallelCold).
-Timing TimeOp(int parts, int repeats, double min_time, const std::function<void(int)>& fn,
-              const std::function<void(int)>* reference,
+// fn runs on `parts` threads, the reference pass on `ref_parts`.
+Timing TimeOp(int parts, int ref_parts, int repeats, double min_time,
+              const std::function<void(int)>& fn, const std::function<void(int)>* reference,
               const std::function<void(int)>* evict = nullptr) {
-  auto calibrate = [&](const std::function<void(int)>& f) {
-    return evict ? CalibrateCold(parts, min_time, f, *evict) : Calibrate(parts, min_time, f);
+  auto calibrate = [&](int np, const std::function<void(int)>& f) {
+    return evict ? CalibrateCold(np, min_time, f, *evict) : Calibrate(np, min_time, f);
   };
-  auto run = [&](uint64_t n, const std::function<void(int)>& f) {
+  auto run = [&](int np, uint64_t n, const std::function<void(int)>& f) {
     double wall = 0;
-    return evict ? RunParallelCold(parts, n, f, *evict, &wall) : RunParallel(parts, n, f);
+    return evict ? RunParallelCold(np, n, f, *evict, &wall) : RunParallel(np, n, f);
   };
-  const uint64_t iters = calibrate(fn);
-  const uint64_t ref_iters = reference ? calibrate(*reference) : 0;
+  const uint64_t iters = calibrate(parts, fn);
+  const uint64_t ref_iters = reference ? calibrate(ref_parts, *reference) : 0;
   std::vector<double> seconds, ratios;
   for (int r = 0; r < repeats; ++r) {
-    double ref = reference ? run(ref_iters, *reference) / ref_iters : 0.0;
-    double op = run(iters, fn) / iters;
+    double ref = reference ? run(ref_parts, ref_iters, *reference) / ref_iters : 0.0;
+    double op = run(parts, iters, fn) / iters;
     seconds.push_back(op);
     if (reference) ratios.push_back(op / ref);
   }
   return {Median(seconds), reference ? Median(ratios) : 1.0};
 }
 
-// One tensor of the split: each thread owns one.
+// One tensor of the split: each thread owns one. The parts lie back to back
+// in one Data, whose whole arrays are the tensor AdaComp spreads over the
+// threads inside the library (CodecConfig::threads, DecodeOptions::threads).
 struct Part {
   uint64_t size = 0;
+  uint64_t offset = 0;  // in Data's arrays
   uint64_t seed = 0;
-  std::vector<float> grad;  // generator step 0
+  std::span<const float> grad;  // generator step 0
   // Generator steps 1..kNextSteps: AdaComp is timed on a new step each call,
   // as in training, so that the residue does not pile up at the same places
   // (compressing one gradient again and again selects 2-3x more elements).
-  std::vector<std::vector<float>> next;
+  std::vector<std::span<const float>> next;
   size_t calls = 0;  // timed calls so far (which next step comes)
   // The same for the reference pass timed beside AdaComp compress, which
   // streams over the same next steps (see Bench::RunOne).
@@ -208,15 +212,30 @@ struct Part {
 };
 constexpr int kNextSteps = 3;
 
-std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
-  std::vector<Part> parts(threads);
+struct Data {
+  std::vector<float> grad;               // every part's step 0, back to back
+  std::vector<std::vector<float>> next;  // steps 1..kNextSteps, likewise
+  std::vector<Part> parts;
+};
+
+Data MakeData(uint64_t elements, int threads, uint64_t seed) {
+  Data d;
+  d.grad.resize(elements);
+  d.next.assign(kNextSteps, std::vector<float>(elements));
+  std::vector<Part>& parts = d.parts;
+  parts.resize(threads);
   const uint64_t base = elements / threads;
   const uint64_t extra = elements % threads;
+  uint64_t offset = 0;
   for (int t = 0; t < threads; ++t) {
     parts[t].size = base + (static_cast<uint64_t>(t) < extra ? 1 : 0);
     parts[t].seed = seed * 1000 + t;
-    parts[t].grad.resize(parts[t].size);
-    parts[t].next.assign(kNextSteps, std::vector<float>(parts[t].size));
+    parts[t].offset = offset;
+    parts[t].grad = std::span<const float>(d.grad.data() + offset, parts[t].size);
+    for (int k = 0; k < kNextSteps; ++k) {
+      parts[t].next.emplace_back(d.next[k].data() + offset, parts[t].size);
+    }
+    offset += parts[t].size;
   }
   // Generate in parallel chunks (the generator is a pure function of the index).
   const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
@@ -232,24 +251,24 @@ std::vector<Part> MakeParts(uint64_t elements, int threads, uint64_t seed) {
       if (begin >= spec.elements) break;
       uint64_t count = std::min(chunk, spec.elements - begin);
       pool.emplace_back([&, begin, count, spec] {
-        GenerateGradientRange(spec, 0, begin,
-                              std::span<float>(parts[t].grad.data() + begin, count));
+        const uint64_t at = parts[t].offset + begin;
+        GenerateGradientRange(spec, 0, begin, std::span<float>(d.grad.data() + at, count));
         for (int k = 0; k < kNextSteps; ++k) {
-          GenerateGradientRange(spec, k + 1, begin,
-                                std::span<float>(parts[t].next[k].data() + begin, count));
+          GenerateGradientRange(spec, k + 1, begin, std::span<float>(d.next[k].data() + at, count));
         }
       });
     }
     for (auto& th : pool) th.join();
   }
-  return parts;
+  return d;
 }
 
-CodecConfig AdaCompConfig(uint32_t bin_size) {
+CodecConfig AdaCompConfig(uint32_t bin_size, int threads = 1) {
   CodecConfig c;
   c.codec = Codec::kAdaComp;
   c.bin_size = bin_size;
   c.values = ValueMode::kTernary;
+  c.threads = threads;
   return c;
 }
 
@@ -376,13 +395,15 @@ class Bench {
     kNewGradient,  // the same, the reference pass over a new gradient each call (as fn)
     kCold,         // call by call from cold caches, the reference pass too (see EvictCaches)
   };
-  // Times fn (and, paired with it, the current reference pass).
-  void Time(int parts, const std::function<void(int)>& fn, Mode mode = Mode::kBackToBack) {
+  // Times fn on `parts` threads (and, paired with it, the current reference
+  // pass on ref_parts threads; 0: parts).
+  void Time(int parts, const std::function<void(int)>& fn, Mode mode = Mode::kBackToBack,
+            int ref_parts = 0) {
     const std::function<void(int)>& ref = mode == Mode::kNewGradient ? reference_next_ : reference_;
     std::function<void(int)> evict;
     if (mode == Mode::kCold) evict = [this](int) { EvictCaches(); };
-    last_ = TimeOp(parts, a_.repeats, a_.min_time, fn, ref ? &ref : nullptr,
-                   mode == Mode::kCold ? &evict : nullptr);
+    last_ = TimeOp(parts, ref_parts ? ref_parts : parts, a_.repeats, a_.min_time, fn,
+                   ref ? &ref : nullptr, mode == Mode::kCold ? &evict : nullptr);
   }
   // Reads kEvictBytes of other data (one load per 64-byte line), so that
   // what the next call touches is no longer in any cache level. Threads may
@@ -425,7 +446,8 @@ Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t
 
 Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
                      const std::vector<uint64_t>& frames) {
-  std::vector<Part> parts = MakeParts(elements, threads, a_.seed);
+  Data data = MakeData(elements, threads, a_.seed);
+  std::vector<Part>& parts = data.parts;
   auto where = [&](const std::string& what) {
     return what + " (" + std::to_string(elements) + " elements, " + std::to_string(threads) +
            " threads)";
@@ -462,50 +484,62 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     }
   } clear_reference{this};
 
-  // ---- AdaComp, per bin size
+  // ---- AdaComp, per bin size. With T threads AdaComp spreads one tensor
+  // (all parts, back to back) over T threads inside the library
+  // (CodecConfig::threads, DecodeOptions::threads): one compressor, one
+  // frame per learner. The reference pass paired with it runs the T parts
+  // on T threads (the same elements); the baselines below run one part per
+  // thread.
+  Part whole;
+  whole.size = elements;
+  whole.grad = data.grad;
+  for (const auto& v : data.next) whole.next.emplace_back(v);
   for (uint64_t l64 : bin_sizes) {
     const uint32_t l = static_cast<uint32_t>(l64);
-    std::vector<std::unique_ptr<Compressor>> comp(threads);
-    std::vector<std::vector<uint8_t>> frame(threads);
-    std::vector<uint64_t> selected(threads);
-    uint64_t bytes = 0, sel_total = 0;
-    for (int t = 0; t < threads; ++t) {
-      ADACOMP_ASSIGN_OR_RETURN(comp[t], Compressor::Create(AdaCompConfig(l), t, parts[t].size));
-      // Two verified steps: from a zero residue, then from a non-zero one.
-      for (int step = 0; step < 2; ++step) {
-        CompressStats stats;
-        ADACOMP_RETURN_IF_ERROR(CheckAdaCompStep(*comp[t], parts[t].grad, l, &frame[t], &stats)
-                                    .WithContext(where("adacomp L_T=" + std::to_string(l) +
-                                                       " step " + std::to_string(step))));
-        selected[t] = stats.selected;
-      }
-      // Then, as in training, a new gradient each step: one pass over the
-      // next steps before timing; density and frame bytes are the last one's.
-      for (const auto& g : parts[t].next) {
-        CompressStats stats;
-        frame[t].clear();
-        ADACOMP_RETURN_IF_ERROR(comp[t]->Compress(g, &frame[t], &stats));
-        selected[t] = stats.selected;
-      }
-      bytes += frame[t].size();
-      sel_total += selected[t];
+    const std::string lt = " L_T=" + std::to_string(l);
+    std::vector<uint8_t> frame;
+    uint64_t sel = 0;
+    ADACOMP_ASSIGN_OR_RETURN(auto comp,
+                             Compressor::Create(AdaCompConfig(l, threads), 0, elements));
+    // Two verified steps: from a zero residue, then from a non-zero one.
+    for (int step = 0; step < 2; ++step) {
+      CompressStats stats;
+      ADACOMP_RETURN_IF_ERROR(CheckAdaCompStep(*comp, whole.grad, l, &frame, &stats)
+                                  .WithContext(where("adacomp" + lt + " step " +
+                                                     std::to_string(step))));
+      sel = stats.selected;
     }
-    const double density = static_cast<double>(sel_total) / elements;
+    // Then, as in training, a new gradient each step: one pass over the
+    // next steps before timing; density and frame bytes are the last one's.
+    for (const auto& g : whole.next) {
+      CompressStats stats;
+      frame.clear();
+      ADACOMP_RETURN_IF_ERROR(comp->Compress(g, &frame, &stats));
+      sel = stats.selected;
+    }
+    const uint64_t bytes = frame.size();
+    const double density = elements ? static_cast<double>(sel) / elements : 0.0;
+    // Top-k below takes AdaComp's density, part by part.
+    std::vector<uint64_t> selected(threads);
+    for (int t = 0; t < threads; ++t) {
+      selected[t] = static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
+    }
     if (Want("adacomp")) {
-      Time(threads, [&](int t) {
-        frame[t].clear();
-        const auto& g = parts[t].next[parts[t].calls++ % kNextSteps];
-        Status st = comp[t]->Compress(g, &frame[t]);
+      Time(1, [&](int) {
+        frame.clear();
+        const auto& g = whole.next[whole.calls++ % kNextSteps];
+        Status st = comp->Compress(g, &frame);
         if (!st.ok()) failure_.Set(st.ToString());
-      }, Mode::kNewGradient);
+      }, Mode::kNewGradient, threads);
       if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
       Add({.op = "compress", .codec = "adacomp", .elements = elements, .bin_size = l,
            .threads = threads, .frames = 1, .density = density,
            .frame_bytes = bytes});
     }
-    comp.clear();
+    comp.reset();
 
-    // ---- decode-and-accumulate of P frames per part into one dense buffer
+    // ---- decode-and-accumulate of P frames (P learners' frames of the
+    // tensor) into one dense buffer, with one DecodeAccumulateAll call.
     // Each learner's frame is a steady-state one: its compressor goes through
     // the same steps as the compressor timed above (step 0 twice, then steps
     // 1..kNextSteps, residue carried) and the frame of the last step is kept,
@@ -514,46 +548,44 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     // denser than the steady state, 1.9 % against 0.83 % at L_T 500 and
     // 8.5 % against 4.3 % at L_T 50 on 1.6e7 elements, so the row timed more
     // work than a decode in training does.) The row reports the frames'
-    // density: selected summed over frames and parts / (elements x P).
+    // density: selected summed over frames / (elements x P).
     if (Want("decode")) {
       if (evict_buf_.empty()) evict_buf_.assign(kEvictBytes / sizeof(uint64_t), 1);
+      const uint64_t n = elements;
       for (uint64_t p64 : frames) {
         const int p = static_cast<int>(p64);
-        std::vector<std::vector<std::vector<uint8_t>>> learner_frames(threads);
-        std::vector<std::vector<float>> dst(threads);
+        std::vector<std::vector<uint8_t>> learner_frames;
         uint64_t frame_bytes = 0, frame_selected = 0;
-        for (int t = 0; t < threads; ++t) {
-          const uint64_t n = parts[t].size;
-          std::vector<float> expected(n, 0.0f), one(n), rotated(n);
-          for (int q = 0; q < p; ++q) {
-            // Learner q's gradients: the part's gradients rotated (cheap, still
-            // gradient-like); learner 0's are the part's own, so with P = 1 the
-            // decoded frame is the compress row's last warm-up frame.
-            uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
-            ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l), t, n));
-            std::vector<uint8_t> f;
-            CompressStats stats;
-            auto step = [&](const std::vector<float>& g) -> Status {
-              std::rotate_copy(g.begin(), g.begin() + shift, g.end(), rotated.begin());
-              f.clear();
-              return c->Compress(rotated, &f, &stats);
-            };
-            for (int s = 0; s < 2; ++s) ADACOMP_RETURN_IF_ERROR(step(parts[t].grad));
-            for (const auto& g : parts[t].next) ADACOMP_RETURN_IF_ERROR(step(g));
-            std::fill(one.begin(), one.end(), 0.0f);
-            ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
-            for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
-            frame_bytes += f.size();
-            frame_selected += stats.selected;
-            learner_frames[t].push_back(std::move(f));
-          }
-          dst[t].assign(n, 0.0f);
-          for (const auto& f : learner_frames[t]) {
-            ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, dst[t]).WithContext(where("decode")));
-          }
-          ADACOMP_RETURN_IF_ERROR(CheckClose(dst[t], expected, 1e-6, 0, "decode_accumulate")
-                                      .WithContext(where("decode P=" + std::to_string(p))));
+        std::vector<float> expected(n, 0.0f), one(n), rotated(n), dst(n, 0.0f);
+        for (int q = 0; q < p; ++q) {
+          // Learner q's gradients: the tensor's gradients rotated (cheap,
+          // still gradient-like); learner 0's are the tensor's own, so with
+          // P = 1 the decoded frame is the compress row's last warm-up frame.
+          uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
+          ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l, threads), 0, n));
+          std::vector<uint8_t> f;
+          CompressStats stats;
+          auto step = [&](std::span<const float> g) -> Status {
+            std::rotate_copy(g.begin(), g.begin() + shift, g.end(), rotated.begin());
+            f.clear();
+            return c->Compress(rotated, &f, &stats);
+          };
+          for (int s = 0; s < 2; ++s) ADACOMP_RETURN_IF_ERROR(step(whole.grad));
+          for (const auto& g : whole.next) ADACOMP_RETURN_IF_ERROR(step(g));
+          std::fill(one.begin(), one.end(), 0.0f);
+          ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
+          for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
+          frame_bytes += f.size();
+          frame_selected += stats.selected;
+          learner_frames.push_back(std::move(f));
         }
+        const std::vector<std::span<const uint8_t>> spans(learner_frames.begin(),
+                                                          learner_frames.end());
+        DecodeOptions opts;
+        opts.threads = threads;
+        ADACOMP_RETURN_IF_ERROR(DecodeAccumulateAll(spans, dst, {}, opts).WithContext(where("decode")));
+        ADACOMP_RETURN_IF_ERROR(CheckClose(dst, expected, 1e-6, 0, "decode_accumulate")
+                                    .WithContext(where("decode P=" + std::to_string(p))));
         // From cold caches, call by call (Mode::kCold), and so is the
         // reference pass paired with it. Decoding the same frames into the
         // same dst back to back kept the lines of dst that the frames touch
@@ -562,12 +594,10 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         // 500, that decode measured 1.5x faster than from cold caches. In
         // training a whole step's other work runs between two decodes of a
         // tensor, so its dst is not in cache.
-        Time(threads, [&](int t) {
-          for (const auto& f : learner_frames[t]) {
-            Status st = DecodeAccumulate(f, dst[t]);
-            if (!st.ok()) failure_.Set(st.ToString());
-          }
-        }, Mode::kCold);
+        Time(1, [&](int) {
+          Status st = DecodeAccumulateAll(spans, dst, {}, opts);
+          if (!st.ok()) failure_.Set(st.ToString());
+        }, Mode::kCold, threads);
         if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
         Add({.op = "decode_accumulate", .codec = "adacomp", .elements = elements, .bin_size = l,
              .threads = threads, .frames = p,
@@ -587,6 +617,7 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
 #endif
     if (Want("topk")) {  // the library's topk codec, to finished frames
       std::vector<std::unique_ptr<Compressor>> tk(threads);
+      std::vector<std::vector<uint8_t>> tk_frame(threads);
       uint64_t tk_bytes = 0;
       for (int t = 0; t < threads; ++t) {
         CodecConfig c;
@@ -597,7 +628,7 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         std::vector<float> decoded;
         CompressStats stats;
         ADACOMP_RETURN_IF_ERROR(
-            CompressAndCheck(*tk[t], parts[t].grad, &frame[t], &stats, &decoded)
+            CompressAndCheck(*tk[t], parts[t].grad, &tk_frame[t], &stats, &decoded)
                 .WithContext(where("topk")));
         float min_sent = INFINITY, max_kept = 0;
         for (uint64_t j = 0; j < parts[t].size; ++j) {
@@ -607,11 +638,11 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         if (stats.selected > 0 && max_kept > min_sent) {
           return Status::Internal(where("topk codec: kept |G| above a sent |G|"));
         }
-        tk_bytes += frame[t].size();
+        tk_bytes += tk_frame[t].size();
       }
       Time(threads, [&](int t) {
-        frame[t].clear();
-        Status st = tk[t]->Compress(parts[t].grad, &frame[t]);
+        tk_frame[t].clear();
+        Status st = tk[t]->Compress(parts[t].grad, &tk_frame[t]);
         if (!st.ok()) failure_.Set(st.ToString());
       });
       if (failure_.failed()) return Status::Internal(where("topk: " + failure_.message()));
@@ -694,8 +725,12 @@ nlohmann::json ToJson(const std::vector<Row>& rows, const BenchArgs& a,
       "the reference pass too takes a new gradient each call, generator steps 1..3 in turn; "
       "decode_accumulate and its reference pass are timed call by call from cold caches)";
   j["density_is"] =
-      "selected / elements; for decode_accumulate rows summed over the P frames of each part "
+      "selected / elements; for decode_accumulate rows summed over the P frames "
       "(selected / (elements x P)); 0 for reference rows";
+  j["threads_is"] =
+      "adacomp rows (compress, decode_accumulate): one tensor spread over this many threads "
+      "inside the library (CodecConfig::threads, DecodeOptions::threads); reference and "
+      "baseline rows: one part of elements/threads per thread, all at once";
   nlohmann::json list = nlohmann::json::array();
   for (const Row& r : rows) {
     list.push_back({{"op", r.op},
@@ -820,11 +855,15 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
   app->add_option("--json", args->json, "also write the rows as JSON to this file");
   app->footer(
       std::string(
-          "For each size and thread count T the tensor is split into T tensors, one per thread,\n"
-          "all processed at once. Rows (op codec):\n"
+          "For each size and thread count T the tensor is made of T parts (one seed and layer\n"
+          "scale each). AdaComp rows spread the whole tensor over T threads inside the library\n"
+          "(CodecConfig::threads, DecodeOptions::threads: one compressor, one frame per\n"
+          "learner); the reference pass and the baselines run one part per thread, all at once.\n"
+          "Rows (op codec):\n"
           "  reference none          R += dW over the same elements: the memory-bound floor\n"
           "  compress adacomp        AdaComp (ternary) to finished frame bytes, per L_T\n"
           "  decode_accumulate adacomp  validate and add P frames (P learners) into one buffer\n"
+          "                          (one DecodeAccumulateAll call)\n"
           "  compress topk_nth_element  residual top-k, std::nth_element on |G|, at the\n"
           "                          density AdaComp chose on the same data (per L_T)\n"
           "  compress topk_torch     the same with torch::topk (LibTorch builds only)\n"
