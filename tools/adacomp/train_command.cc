@@ -263,6 +263,14 @@ int RunTrain(TrainArgs& a) {
       "decompress %.2f s, update %.2f s\n",
       s.compute_seconds, s.compress_seconds, s.communicate_seconds, s.decompress_seconds,
       s.update_seconds);
+  // The share of a learner's own work (waiting for the others left out):
+  // with more learners than cores, wall time would flatter it.
+  const double busy =
+      s.compute_seconds + s.compress_seconds + s.decompress_seconds + s.update_seconds;
+  if (busy > 0) {
+    std::printf("  codec share      compress + decompress = %.1f %% of a learner's busy time\n",
+                100.0 * (s.compress_seconds + s.decompress_seconds) / busy);
+  }
   std::printf("  weights sha256   %s\n", s.weights_sha256.c_str());
   std::printf("  replicas         %s (%d learners)\n",
               s.replicas_identical ? "bit-identical" : "DIFFER", s.learners);
