@@ -2,8 +2,10 @@
 // gradient-like data of `adacomp gen-gradient` (tools/adacomp/gradient_gen.h).
 //
 //   BM_Reference/N                 R += dW, the memory-bound floor
-//   BM_AdaCompCompress/N/L         AdaComp (ternary) to finished frame bytes
+//   BM_AdaCompCompress/N/L         AdaComp (ternary) to finished frame bytes, a new
+//                                  gradient each call
 //   BM_DecodeAccumulate/N/L/P      validate + add P frames into one dense buffer
+//                                  (steady-state frames, one DecodeAccumulateAll)
 //   BM_TopKNthElement/N/L          residual top-k with std::nth_element at the
 //                                  density AdaComp chose at L_T on the same data
 //   BM_TopKCodec/N/L               the library's topk codec at that density
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "adacomp/codec.h"
@@ -29,8 +32,12 @@
 namespace adacomp::tool {
 namespace {
 
-// This thread's tensor: N / threads elements of gradient-like data.
-std::vector<float> MakePart(const benchmark::State& state, int64_t elements) {
+// This thread's tensor: N / threads elements of gradient-like data, at
+// generator step `step` (AdaComp is timed on steps 1..kNextSteps in turn, as
+// in training: one gradient compressed again and again piles the residue up
+// at the same places and selects 2-3x more).
+constexpr int kNextSteps = 3;
+std::vector<float> MakePart(const benchmark::State& state, int64_t elements, uint64_t step = 0) {
   const int64_t parts = state.threads();
   const int64_t size = elements / parts + (state.thread_index() < elements % parts ? 1 : 0);
   GradientSpec spec;
@@ -38,7 +45,7 @@ std::vector<float> MakePart(const benchmark::State& state, int64_t elements) {
   spec.seed = 1000 + state.thread_index();
   spec.scale = LayerScale(1, state.thread_index(), 1e-3);
   std::vector<float> grad(spec.elements);
-  GenerateGradient(spec, 0, grad);
+  GenerateGradient(spec, step, grad);
   return grad;
 }
 
@@ -111,10 +118,16 @@ void BM_AdaCompCompress(benchmark::State& state) {
     state.SkipWithError("selected count differs from the scalar reference");
     return;
   }
+  std::vector<std::vector<float>> next;
+  for (int k = 1; k <= kNextSteps; ++k) {
+    next.push_back(MakePart(state, state.range(0), k));
+    if (!CompressChecked(**c, next.back(), &frame, &stats, state)) return;  // warm-up
+  }
   uint64_t bytes = 0;
+  size_t call = 0;
   for (auto _ : state) {
     frame.clear();
-    Status s = (*c)->Compress(grad, &frame);
+    Status s = (*c)->Compress(next[call++ % kNextSteps], &frame);
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;
@@ -129,44 +142,52 @@ void BM_AdaCompCompress(benchmark::State& state) {
 }
 
 void BM_DecodeAccumulate(benchmark::State& state) {
-  std::vector<float> grad = MakePart(state, state.range(0));
+  std::vector<std::vector<float>> steps;
+  for (int k = 0; k <= kNextSteps; ++k) steps.push_back(MakePart(state, state.range(0), k));
   const int64_t p = state.range(2);
-  const size_t n = grad.size();
+  const size_t n = steps[0].size();
   std::vector<std::vector<uint8_t>> frames;
   std::vector<float> expected(n, 0.0f), one(n), rotated(n);
-  for (int64_t q = 0; q < p; ++q) {  // learner q: the gradient rotated
+  uint64_t selected = 0;
+  for (int64_t q = 0; q < p; ++q) {  // learner q: the gradients rotated
+    // A steady-state frame, as in training: steps 0, 0, 1, 2, 3, residue
+    // carried; the last one is decoded.
     size_t shift = n ? (static_cast<size_t>(q) * (n / p + 7919)) % n : 0;
-    std::rotate_copy(grad.begin(), grad.begin() + shift, grad.end(), rotated.begin());
     auto c = Compressor::Create(AdaComp(state.range(1)), 0, n);
+    if (!c.ok()) return state.SkipWithError(c.status().ToString().c_str());
     std::vector<uint8_t> f;
     CompressStats stats;
-    if (!c.ok() || !CompressChecked(**c, rotated, &f, &stats, state) ||
-        !CompressChecked(**c, rotated, &f, &stats, state)) {
-      if (!c.ok()) state.SkipWithError(c.status().ToString().c_str());
-      return;
+    for (int k : {0, 0, 1, 2, 3}) {
+      std::rotate_copy(steps[k].begin(), steps[k].begin() + shift, steps[k].end(),
+                       rotated.begin());
+      if (!CompressChecked(**c, rotated, &f, &stats, state)) return;
     }
+    selected += stats.selected;
     std::fill(one.begin(), one.end(), 0.0f);
     if (!DecodeAccumulate(f, one).ok()) return state.SkipWithError("decode failed");
     for (size_t j = 0; j < n; ++j) expected[j] += one[j];
     frames.push_back(std::move(f));
   }
+  // All P frames with one call, as a learner decodes a tensor.
+  const std::vector<std::span<const uint8_t>> spans(frames.begin(), frames.end());
   std::vector<float> dst(n, 0.0f);
-  for (const auto& f : frames) {
-    if (!DecodeAccumulate(f, dst).ok()) return state.SkipWithError("decode failed");
-  }
+  if (!DecodeAccumulateAll(spans, dst).ok()) return state.SkipWithError("decode failed");
   if (Status s = CheckClose(dst, expected, 1e-6, 0, "decode_accumulate"); !s.ok()) {
     return state.SkipWithError(s.ToString().c_str());
   }
+  // Back to back, so the touched lines of dst may stay in cache between
+  // iterations: `adacomp bench` times decode from cold caches instead, as
+  // in training.
   for (auto _ : state) {
-    for (const auto& f : frames) {
-      if (!DecodeAccumulate(f, dst).ok()) {
-        state.SkipWithError("decode failed");
-        break;
-      }
+    if (!DecodeAccumulateAll(spans, dst).ok()) {
+      state.SkipWithError("decode failed");
+      break;
     }
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.counters["density"] = benchmark::Counter(
+      static_cast<double>(selected) / (static_cast<double>(n) * p), benchmark::Counter::kAvgThreads);
 }
 
 void BM_TopKNthElement(benchmark::State& state) {
