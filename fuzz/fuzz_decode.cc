@@ -122,6 +122,16 @@ void ExpectRejected(std::span<const uint8_t> bytes, size_t dst_size, const Decod
   const long d = FirstBitDifference(dst, before);
   FUZZ_CHECK(d < 0, "%s: rejected frame changed dst[%ld] (%s)", what, d, s.ToString().c_str());
   FUZZ_CHECK(info.tensor_id == 0xDEADBEEF, "%s: rejected frame wrote *info", what);
+  // The multi-frame calls reject two copies of it too, with the same status,
+  // naming the first, dst untouched.
+  const std::span<const uint8_t> two[] = {bytes, bytes};
+  size_t bad = 99;
+  const Status sa = DecodeAccumulateAll(two, dst, {}, options, &bad);
+  FUZZ_CHECK(sa.ToString() == s.ToString() && bad == 0, "%s: DecodeAccumulateAll said %s (frame %zu)",
+             what, sa.ToString().c_str(), bad);
+  const Status sv = DecodeAverageAll(two, dst, {}, options);
+  FUZZ_CHECK(!sv.ok(), "%s: DecodeAverageAll accepted it", what);
+  FUZZ_CHECK(FirstBitDifference(dst, before) < 0, "%s: the multi-frame calls changed dst", what);
 }
 
 // Checks one frame at bytes[0]; returns its length if accepted, else 0.
@@ -232,6 +242,20 @@ size_t CheckFrame(std::span<const uint8_t> bytes, uint8_t control,
   FUZZ_CHECK(SameInfo(info, info2), "DecodeAccumulate's info differs");
   const long d = FirstBitDifference(dst, expected);
   FUZZ_CHECK(d < 0, "dequantized element %ld differs from the reference", d);
+  // Two copies at once: the same as adding it twice, frame after frame.
+  {
+    std::vector<float> twice = dst;
+    ReferenceAccumulate(frame, twice);
+    std::vector<float> all(n);
+    FillPattern(all, control);
+    std::vector<FrameInfo> infos(2);
+    const std::span<const uint8_t> two[] = {bytes, bytes};
+    const Status s2 = DecodeAccumulateAll(two, all, infos, with_id);
+    FUZZ_CHECK(s2.ok(), "DecodeAccumulateAll rejected an accepted frame: %s",
+               s2.ToString().c_str());
+    FUZZ_CHECK(SameInfo(infos[1], info), "DecodeAccumulateAll's info differs");
+    FUZZ_CHECK(FirstBitDifference(all, twice) < 0, "DecodeAccumulateAll differs from twice");
+  }
 
   // Limits: each must reject the otherwise good frame before dst is touched.
   DecodeOptions o = small;

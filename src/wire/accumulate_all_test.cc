@@ -277,6 +277,29 @@ TEST(DecodeAccumulateAllTest, MutatedFramesBehaveAsFrameAfterFrame) {
   }
 }
 
+// Signed zeros: a terngrad frame with s = 0 adds -0 where its trit says -s
+// and nothing elsewhere; -0 + -0 stays -0 and +0 + -0 is +0, as frame after
+// frame (found by fuzz_decode: the scratch the frame was decoded into
+// started at +0, which turned dst's -0 into +0).
+TEST(DecodeAccumulateAllTest, SignedZerosAsFrameAfterFrame) {
+  wire::Frame f;
+  f.codec = Codec::kTernGrad;
+  f.tensor_id = 1;
+  f.elements = 6;
+  f.params.scale = 0.0f;
+  f.symbols = {2, 1, 0, 2, 1, 0};
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(wire::EncodeFrame(f, &bytes).ok());
+  const std::vector<float> start = {-0.0f, -0.0f, -0.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> want = start, got = start;
+  ASSERT_TRUE(DecodeAccumulate(bytes, want).ok());
+  ASSERT_TRUE(DecodeAccumulate(bytes, want).ok());
+  const std::vector<std::vector<uint8_t>> frames = {bytes, bytes};
+  ASSERT_TRUE(DecodeAccumulateAll(Spans(frames), got).ok());
+  ExpectBitEqual(got, want, "terngrad, s = 0");
+  EXPECT_TRUE(std::signbit(got[0]) && std::signbit(got[2]));  // -0 kept
+}
+
 TEST(DecodeAccumulateAllTest, FrameSpansMayRunPastTheFrame) {
   // As in a learner's message: frames back to back, each span from a frame's
   // start to the end of the message.

@@ -1108,7 +1108,11 @@ Status Prepare(std::span<const uint8_t> bytes, size_t n, const DecodeOptions& op
   ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, check));
   float* out = direct;
   if (!out) {
-    slot.floats.assign(n, 0.0f);
+    // -0 is the identity of float addition (x + -0 == x for every x, -0
+    // included): scratch[i] = -0 + v == v, and dst + scratch[i] then gives
+    // exactly dst + v, or dst itself where the frame adds nothing. From +0,
+    // a -0 value (terngrad's -s with s = 0) would turn a -0 of dst into +0.
+    slot.floats.assign(n, -0.0f);
     out = slot.floats.data();
   }
   wire::AccumulateSink sink{out, h.codec, p};
