@@ -151,9 +151,10 @@ struct DecodeOptions {
   uint64_t max_frame_bytes = uint64_t{1} << 31;  // larger frames are OutOfRange
   uint64_t max_elements = uint64_t{1} << 31;     // larger element counts are OutOfRange
   std::optional<uint32_t> expected_tensor_id;    // NotFound/InvalidArgument on mismatch
-  // DecodeAccumulateAll only: threads that validate the frames (a frame each)
-  // and add them (a range of dst each); used when elements x frames is at
-  // least 2^20. The result does not depend on it.
+  // DecodeAccumulateAll / DecodeAverageAll only (1..256): threads that
+  // validate the frames (a frame each) and add them (a range of dst each);
+  // used when elements x frames is at least 2^20. The result does not
+  // depend on it.
   int threads = 1;
 };
 

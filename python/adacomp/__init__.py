@@ -157,7 +157,7 @@ def decompress_average(frames, out, expected_tensor_id=None, max_frame_bytes=Non
     not copied. ``out`` is as for decompress_add. The result is bit for bit
     zeroing ``out``, decompress_add of each frame in order, then dividing by
     ``len(frames)`` (in float32), in one pass over ``out``. Every frame is
-    validated before ``out`` is touched. ``threads`` (>= 1) spreads the
+    validated before ``out`` is touched. ``threads`` (1..256) spreads the
     validation and the additions over threads for large tensors; the result
     does not depend on it. Returns the list of the frames' lengths in bytes.
     Raises FrameError for a corrupt or mismatched frame (the message starts

@@ -439,7 +439,7 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
   size_t n = ContiguousElements(out_info, "out");
   std::span<float> dst(static_cast<float*>(out_info.ptr), n);
   DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
-  options.threads = ThreadsArg(threads, "threads");  // the core checks >= 1 -> ValueError
+  options.threads = ThreadsArg(threads, "threads");  // the core checks 1..256 -> ValueError
   std::vector<FrameInfo> infos(count);
   constexpr size_t kNoFrame = ~size_t{0};
   size_t failed = kNoFrame;

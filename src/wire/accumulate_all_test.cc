@@ -200,9 +200,12 @@ TEST(DecodeAccumulateAllTest, WrongSizesAndArgumentsAreRejected) {
   st = DecodeAccumulateAll(Spans(frames), ok, one);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   DecodeOptions o;
-  o.threads = 0;
-  st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  for (int t : {0, -3, 257}) {
+    o.threads = t;
+    st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("1..256"), std::string::npos) << st.ToString();
+  }
   o.threads = 1;
   o.expected_tensor_id = 4;  // the frames are tensor 3's
   st = DecodeAccumulateAll(Spans(frames), ok, {}, o);
