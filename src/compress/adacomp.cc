@@ -234,7 +234,7 @@ class AdaCompCompressor final : public Compressor {
     const std::span<const uint32_t> selected(idx_.data(), count);
     const Status written = WriteFrame(
         selected, [&](size_t e) { return std::signbit(val_[e]); },
-        [&](size_t e) { return val_[e]; }, scale, st, frame, stats, val_.data());
+        [&](size_t e) { return val_[e]; }, scale, st, frame, stats, val_.data(), workers);
     if (mode == ValueMode::kTernary) {
       // R = G - sign(G) s at the selected elements, deferred to the next
       // pass (R holds G there now).
@@ -261,10 +261,12 @@ class AdaCompCompressor final : public Compressor {
 
   // Appends the frame of this step's selection. Ternary: entry e is negative
   // iff negative(e), or iff std::signbit(sign_of[e]) when sign_of is given.
+  // With sign_of and workers > 1, a large selection's bits are written by
+  // `workers` threads (WriteBitsParallel).
   template <typename NegFn, typename ValFn>
   Status WriteFrame(std::span<const uint32_t> selected, NegFn negative, ValFn value, float scale,
                     CompressStats& st, std::vector<uint8_t>* frame, CompressStats* stats,
-                    const float* sign_of = nullptr) {
+                    const float* sign_of = nullptr, int workers = 1) {
     const ValueMode mode = config().values;
     const size_t n = residue_.size();
     const size_t count = selected.size();
@@ -286,7 +288,9 @@ class AdaCompCompressor final : public Compressor {
     } else if (vb == 2) {
       for (size_t e = 0; e < count; ++e) StoreU16(dst + 2 * e, FloatToHalf(value(e)));
     }
-    if (signs && sign_of) {
+    if (signs && sign_of && workers > 1 && count >= kMinParallelEntries) {
+      WriteBitsParallel(dst + count * vb, dst + payload, selected, p.code, sign_of, workers);
+    } else if (signs && sign_of) {
       wire::WriteSparseBitsSignOf(dst + count * vb, dst + payload, selected, p.code, sign_of);
     } else {
       wire::WriteSparseBits(dst + count * vb, dst + payload, selected, p.code, signs, negative);
@@ -297,6 +301,51 @@ class AdaCompCompressor final : public Compressor {
     st.frame_bytes = frame->size() - start;
     if (stats) *stats = st;
     return Status::OK();
+  }
+
+  // Below this many selected entries one thread writes the frame's bits.
+  static constexpr size_t kMinParallelEntries = 16384;
+
+  // The index-and-sign bits of a ternary frame (what WriteSparseBitsSignOf
+  // writes into [begin, end), bit for bit), by `workers` threads: worker w
+  // takes a contiguous run of entries, whose length in bits it counts from
+  // the chosen code (the first gap taken from the previous entry); the
+  // prefix sums place each run at its bit offset; each worker writes its run
+  // into scratch of its own starting at that offset's bit within its first
+  // byte; the runs are then copied in order, the byte two runs share OR-ed.
+  void WriteBitsParallel(uint8_t* begin, uint8_t* end, std::span<const uint32_t> selected,
+                         wire::IndexCode code, const float* sign_of, int workers) {
+    const size_t count = selected.size();
+    const size_t uw = static_cast<size_t>(workers);
+    std::vector<size_t> first(uw + 1);
+    for (size_t w = 0; w <= uw; ++w) first[w] = count * w / uw;
+    auto next0 = [&](size_t w) { return first[w] ? uint64_t{selected[first[w] - 1]} + 1 : 0; };
+    std::vector<uint64_t> offset(uw + 1, 0);  // bit offsets of the runs
+    RunWorkers(workers, [&](int w) {
+      const size_t i = static_cast<size_t>(w);
+      const auto run = selected.subspan(first[i], first[i + 1] - first[i]);
+      offset[i + 1] = wire::IndexCodeBitsFrom(run, code, next0(i)) + run.size();  // + sign bits
+    });
+    for (size_t w = 0; w < uw; ++w) offset[w + 1] += offset[w];
+    assert((offset[uw] + 7) / 8 == static_cast<uint64_t>(end - begin));
+    (void)end;
+    if (bit_scratch_.size() < uw) bit_scratch_.resize(uw);
+    RunWorkers(workers, [&](int w) {
+      const size_t i = static_cast<size_t>(w);
+      const auto run = selected.subspan(first[i], first[i + 1] - first[i]);
+      const int fill0 = static_cast<int>(offset[i] & 7);
+      const size_t bytes = static_cast<size_t>((fill0 + offset[i + 1] - offset[i] + 7) / 8);
+      auto& buf = bit_scratch_[i];
+      if (buf.size() < bytes) buf.resize(bytes);
+      wire::WriteSparseBitsSignOf(buf.data(), buf.data() + bytes, run, code, sign_of + first[i],
+                                  next0(i), fill0);
+    });
+    for (size_t w = 0; w < uw; ++w) {
+      const uint64_t at = offset[w] >> 3;
+      const size_t bytes = static_cast<size_t>((offset[w + 1] + 7) / 8 - at);
+      begin[at] |= bit_scratch_[w][0];  // its low (offset & 7) bits are the previous run's
+      if (bytes > 1) std::memcpy(begin + at + 1, bit_scratch_[w].data() + 1, bytes - 1);
+    }
   }
 
   // The two-pass path: pass A checks every G before anything is written.
@@ -403,6 +452,7 @@ class AdaCompCompressor final : public Compressor {
     std::vector<float> val;
   };
   std::vector<Scratch> extra_;        // fast path, workers 1..T-1: their selected entries
+  std::vector<std::vector<uint8_t>> bit_scratch_;  // WriteBitsParallel: each worker's bits
   std::vector<uint64_t> sel_words_;   // one bin's selection bits
   std::vector<uint64_t> neg_words_;   // one bin's sign bits (ternary)
   std::vector<uint32_t> selected_;    // this step's selected indices

@@ -710,6 +710,17 @@ uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code) {
   return bits + 2 * internal::EgSum(indices.data(), indices.size(), k);
 }
 
+uint64_t IndexCodeBitsFrom(std::span<const uint32_t> indices, IndexCode code, uint64_t next0) {
+  uint64_t bits = IndexCodeBits(indices, code);
+  if (indices.empty() || next0 == 0) return bits;
+  // IndexCodeBits took the first gap from 0; it is from next0.
+  auto len = [&](uint64_t gap) -> uint64_t {
+    const uint64_t q = gap >> code.k;
+    return code.family == IndexFamily::kRice ? q : 2 * static_cast<uint64_t>(std::bit_width(q + 1) - 1);
+  };
+  return bits - len(indices[0]) + len(indices[0] - next0);
+}
+
 IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits) {
   if (code_bits) *code_bits = 0;
   if (indices.empty()) return {};
@@ -752,29 +763,32 @@ IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits
 
 namespace {
 void WriteSignOfPlain(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
-                      IndexCode code, const float* values) {
-  WriteSparseBits(begin, end, indices, code, true,
-                  [values](size_t j) { return std::signbit(values[j]); });
+                      IndexCode code, const float* values, uint64_t next0, int fill0) {
+  WriteSparseBits(
+      begin, end, indices, code, true, [values](size_t j) { return std::signbit(values[j]); },
+      next0, fill0);
 }
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
 // The same code with BMI2's flag-free variable shifts (shlx/shrx), which
 // take about a sixth off the writer's time per entry.
 __attribute__((target("bmi,bmi2"))) void WriteSignOfBmi2(uint8_t* begin, uint8_t* end,
                                                          std::span<const uint32_t> indices,
-                                                         IndexCode code, const float* values) {
-  WriteSparseBits(begin, end, indices, code, true,
-                  [values](size_t j) { return std::signbit(values[j]); });
+                                                         IndexCode code, const float* values,
+                                                         uint64_t next0, int fill0) {
+  WriteSparseBits(
+      begin, end, indices, code, true, [values](size_t j) { return std::signbit(values[j]); },
+      next0, fill0);
 }
 #endif
 }  // namespace
 
 void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
-                           IndexCode code, const float* values) {
+                           IndexCode code, const float* values, uint64_t next0, int fill0) {
 #if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
   static const bool bmi2 = __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
-  if (bmi2) return WriteSignOfBmi2(begin, end, indices, code, values);
+  if (bmi2) return WriteSignOfBmi2(begin, end, indices, code, values, next0, fill0);
 #endif
-  WriteSignOfPlain(begin, end, indices, code, values);
+  WriteSignOfPlain(begin, end, indices, code, values, next0, fill0);
 }
 
 size_t SparsePayloadBytes(uint64_t count, uint64_t code_bits, bool signs, int value_bytes) {

@@ -102,6 +102,9 @@ uint64_t IndexCodeBits(std::span<const uint32_t> indices, IndexCode code);
 // cheaper of the two, Rice on ties. *code_bits (optional) receives its
 // IndexCodeBits, so the caller need not compute them again.
 IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits = nullptr);
+// IndexCodeBits of a piece of a frame's indices whose first gap is taken
+// from next0 (the previous entry's index + 1), not from 0.
+uint64_t IndexCodeBitsFrom(std::span<const uint32_t> indices, IndexCode code, uint64_t next0);
 // Bytes of a sparse payload: values first (value_bytes each), then the
 // bitstream padded to a whole byte.
 size_t SparsePayloadBytes(uint64_t count, uint64_t rice_bits, bool signs, int value_bytes);
@@ -129,11 +132,16 @@ inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* f
 }
 }  // namespace detail
 
+// next0: the smallest index indices[0] may have (0 for a whole frame; for a
+// piece of one, the previous entry's index + 1); fill0: bits of begin[0]
+// that belong to what comes before (written as zeros, for the caller to OR
+// in).
 template <typename NegativeFn>
 [[gnu::always_inline]] inline void WriteSparseBits(uint8_t* begin, uint8_t* end,
                                                    std::span<const uint32_t> indices,
                                                    IndexCode code, bool signs,
-                                                   NegativeFn negative) {
+                                                   NegativeFn negative, uint64_t next0 = 0,
+                                                   int fill0 = 0) {
   // Each entry's code (unary part, low bits, sign) is assembled into one
   // word when it is at most 56 bits long (nearly always) and appended with
   // one unaligned 8-byte store; longer codes and the last bytes go through
@@ -144,8 +152,8 @@ template <typename NegativeFn>
   const uint64_t sign_bits = signs ? 1 : 0;
   uint8_t* p = begin;
   uint64_t acc = 0;
-  int fill = 0;
-  uint64_t next = 0;  // smallest index the next entry may have
+  int fill = fill0;
+  uint64_t next = next0;  // smallest index the next entry may have
   const size_t count = indices.size();
   const uint32_t* idx = indices.data();
   for (size_t j = 0; j < count; ++j) {
@@ -206,7 +214,8 @@ template <typename NegativeFn>
 // (the AdaComp ternary frame from the compressor's G values); compiled
 // with BMI2 shifts as well, used where the CPU has them (same bits).
 void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
-                           IndexCode code, const float* values);
+                           IndexCode code, const float* values, uint64_t next0 = 0,
+                           int fill0 = 0);
 
 // ---- Reading ---------------------------------------------------------------
 
