@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "adacomp/trainer.h"
+#include "core/simd.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "models.h"
@@ -49,13 +50,6 @@ static_assert(std::endian::native == std::endian::little,
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// x[i] = x[i] / d (a true division, so the average is what it always was),
-// written so that the compiler vectorizes it (a range-for over the member
-// vector compiled to one scalar divss per element).
-void DivideBy(float* __restrict x, size_t n, float d) {
-  for (size_t i = 0; i < n; ++i) x[i] = x[i] / d;
 }
 
 constexpr const char* kDefaultImageDir = "/usr/share/datasets/fashion-mnist";
@@ -900,7 +894,9 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     t.communicate += Since(t3);
     GateHold hold(gate_);
     auto t4 = Clock::now();
-    DivideBy(agg_.data(), agg_.size(), static_cast<float>(p_));
+    // x / P, vectorized (a range-for over agg_ compiled to one scalar divss
+    // per element); the same bits as the sparse path's DecodeAverageAll.
+    internal::DivideFloats(agg_.data(), agg_.size(), static_cast<float>(p_));
     for (size_t k = 0; k < n_tensors; ++k) {
       int type = static_cast<int>(model_.params[k].type);
       uint64_t bytes = static_cast<uint64_t>(model_.params[k].elements) * 4 * p_;
