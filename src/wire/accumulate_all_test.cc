@@ -14,18 +14,11 @@
 #include "adacomp/codec.h"
 #include "core/crc32c.h"
 #include "core/endian.h"
+#include "core/test_util.h"
 #include "wire/frame.h"
 
 namespace adacomp {
 namespace {
-
-std::vector<float> HeavyTailed(uint64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::student_t_distribution<float> t(2.0f);
-  std::vector<float> g(n);
-  for (auto& v : g) v = 1e-3f * t(rng);
-  return g;
-}
 
 CodecConfig Config(Codec codec, ValueMode values = ValueMode::kTernary, uint32_t bin = 50) {
   CodecConfig c;
@@ -49,7 +42,7 @@ std::vector<std::vector<uint8_t>> MakeFrames(const std::vector<CodecConfig>& con
     std::vector<uint8_t> f;
     for (int step = 0; step < 2; ++step) {
       f.clear();
-      EXPECT_TRUE((*c)->Compress(HeavyTailed(n, seed * 1000 + q * 10 + step), &f).ok());
+      EXPECT_TRUE((*c)->Compress(testing::GradientLike(n, seed * 1000 + q * 10 + step), &f).ok());
     }
     frames.push_back(std::move(f));
   }
@@ -76,7 +69,7 @@ void ExpectBitEqual(const std::vector<float>& a, const std::vector<float>& b,
 // 1, 2 and 3 threads, starting from the same non-zero destination.
 void CheckSame(const std::vector<CodecConfig>& configs, uint64_t n, uint64_t seed) {
   const auto frames = MakeFrames(configs, n, seed);
-  const auto start = HeavyTailed(n, seed + 99);
+  const auto start = testing::GradientLike(n, seed + 99);
   std::vector<float> want = start;
   std::vector<FrameInfo> want_info(frames.size());
   for (size_t q = 0; q < frames.size(); ++q) {
@@ -145,7 +138,7 @@ TEST(DecodeAccumulateAllTest, NoFramesLeavesDestination) {
 TEST(DecodeAccumulateAllTest, BadFrameLeavesDestinationUntouched) {
   const uint64_t n = 300'001;  // large enough for the threaded path
   const auto good = MakeFrames(std::vector<CodecConfig>(4, Config(Codec::kAdaComp)), n, 5);
-  const auto start = HeavyTailed(n, 11);
+  const auto start = testing::GradientLike(n, 11);
   for (size_t bad = 0; bad < good.size(); ++bad) {
     for (int threads : {1, 2}) {
       auto frames = good;
@@ -253,7 +246,7 @@ TEST(DecodeAccumulateAllTest, MutatedFramesBehaveAsFrameAfterFrame) {
       internal::StoreU32(f.data() + f.size() - 4,
                          internal::Crc32cExtend(0, f.data(), f.size() - 4));
     }
-    const auto start = HeavyTailed(n, trial);
+    const auto start = testing::GradientLike(n, trial);
     std::vector<float> want = start;
     Status want_st;
     size_t want_bad = 99;
