@@ -55,6 +55,9 @@ Result<Codec> ParseCodec(std::string_view name);   // inverse of CodecName
 std::string_view ValueModeName(ValueMode mode);    // "ternary", "fp16", "fp32"
 Result<ValueMode> ParseValueMode(std::string_view name);
 
+// The most threads CodecConfig::threads and DecodeOptions::threads accept.
+inline constexpr int kMaxThreads = 256;
+
 // Settings of one tensor's compressor. Fields that a codec does not use are
 // ignored by it.
 struct CodecConfig {

@@ -65,8 +65,9 @@ Status CodecConfig::Validate() const {
   if (static_cast<uint8_t>(codec) > wire::kMaxCodecId) {
     return Status::InvalidArgument("codec: unknown id " + std::to_string(int(codec)));
   }
-  if (threads < 1 || threads > 256) {
-    return Status::InvalidArgument("threads must be in 1..256, got " + std::to_string(threads));
+  if (threads < 1 || threads > kMaxThreads) {
+    return Status::InvalidArgument("threads must be in 1.." + std::to_string(kMaxThreads) +
+                                   ", got " + std::to_string(threads));
   }
   switch (codec) {
     case Codec::kAdaComp:

@@ -1203,9 +1203,9 @@ Status DecodeAll(const char* name, bool average, std::span<const std::span<const
     return Status::InvalidArgument(std::string(name) + ": " + std::to_string(infos.size()) +
                                    " infos for " + std::to_string(count) + " frames");
   }
-  if (options.threads < 1 || options.threads > 256) {
+  if (options.threads < 1 || options.threads > kMaxThreads) {
     return Status::InvalidArgument("DecodeOptions::threads is " + std::to_string(options.threads) +
-                                   " (must be in 1..256)");
+                                   " (must be in 1.." + std::to_string(kMaxThreads) + ")");
   }
   if (count == 0) {
     if (average) return Status::InvalidArgument(std::string(name) + ": no frames to average");
