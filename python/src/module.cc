@@ -119,6 +119,14 @@ py::buffer_info RequestFloat32(const py::buffer& buf, bool writable, const char*
   return info;
 }
 
+// The decoders' destination `out`: a writable float32, C-contiguous buffer,
+// held in *holder while the span is used.
+std::span<float> RequestOut(const py::buffer& out, py::buffer_info* holder) {
+  *holder = RequestFloat32(out, /*writable=*/true, "out");
+  if (holder->readonly) throw py::value_error("out is read-only; pass a writable float32 array");
+  return {static_cast<float*>(holder->ptr), ContiguousElements(*holder, "out")};
+}
+
 std::span<const uint8_t> RequestBytes(const py::buffer& buf, py::buffer_info* holder,
                                       const char* what) {
   try {
@@ -388,10 +396,8 @@ uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
                        std::optional<uint64_t> max_elements) {
   py::buffer_info frame_holder;
   std::span<const uint8_t> bytes = RequestBytes(frame, &frame_holder, "frame");
-  py::buffer_info out_info = RequestFloat32(out, /*writable=*/true, "out");
-  if (out_info.readonly) throw py::value_error("out is read-only; pass a writable float32 array");
-  size_t n = ContiguousElements(out_info, "out");
-  std::span<float> dst(static_cast<float*>(out_info.ptr), n);
+  py::buffer_info out_info;
+  std::span<float> dst = RequestOut(out, &out_info);
   DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
   FrameInfo info;
   Status status;
@@ -434,10 +440,8 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
     }
     spans[j] = RequestBytes(item.cast<py::buffer>(), &holders[j], what.c_str());
   }
-  py::buffer_info out_info = RequestFloat32(out, /*writable=*/true, "out");
-  if (out_info.readonly) throw py::value_error("out is read-only; pass a writable float32 array");
-  size_t n = ContiguousElements(out_info, "out");
-  std::span<float> dst(static_cast<float*>(out_info.ptr), n);
+  py::buffer_info out_info;
+  std::span<float> dst = RequestOut(out, &out_info);
   DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
   options.threads = ThreadsArg(threads, "threads");  // the core checks 1..256 -> ValueError
   std::vector<FrameInfo> infos(count);
