@@ -8,14 +8,7 @@
 set -u
 MPIRUN="$1"
 ADACOMP="$2"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  echo "skip: Fashion-MNIST not installed"; exit 0
-fi
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-# Loopback only: shared memory between the ranks, the launcher on lo.
-MPI_FLAGS=(--oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader
-           --mca btl_vader_single_copy_mechanism none --mca oob_tcp_if_include lo)
+source "$(dirname "$0")/mpi_test_common.sh"  # skip check, $TMP, MPI_FLAGS
 common=(--batch-size 32 --train-limit 512 --test-limit 200 -q)
 fail=0
 digest() { grep -o '"weights_sha256": "[0-9a-f]*"' "$1" 2>/dev/null | head -1 | grep -o '[0-9a-f]\{64\}'; }
