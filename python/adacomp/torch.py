@@ -48,7 +48,9 @@ caller skips ``optimizer.step()``, zeroes the gradients and goes on, as if
 that batch had never been drawn (python/README.md).
 """
 
+import atexit
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -256,6 +258,9 @@ class AdaCompState:
         self._totals = {t: _Counters() for t in LAYER_TYPES}
         self._step = {t: _Counters() for t in LAYER_TYPES}
         self._last_step = {t: _Counters() for t in LAYER_TYPES}
+        # The tensors of each bucket's last exchange (see _CommTensors below).
+        self._comm_tensors = {}
+        _LIVE_STATES.add(self)
         if model is not None:
             if isinstance(model, nn.parallel.DistributedDataParallel):
                 model = model.module
@@ -449,8 +454,11 @@ class AdaCompState:
                                    f"parameters {off}; cannot map gradients to parameters")
         return [x for x in layout if x[2] > 0]
 
-    def _gather(self, payload, failed):
-        """All-gathers every rank's payload; returns (list of uint8 arrays, lengths)."""
+    def _gather(self, payload, failed, slot):
+        """All-gathers every rank's payload; returns (list of uint8 arrays, lengths).
+
+        ``slot`` (the bucket index) names the tensors kept for this exchange; they
+        replace the ones of that slot's previous exchange, a step earlier."""
         group = self.process_group if self.process_group is not None else dist.group.WORLD
         world = dist.get_world_size(group)
         my_len = -1 if failed else len(payload)
@@ -460,6 +468,9 @@ class AdaCompState:
             return [np.frombuffer(payload, dtype=np.uint8)], [my_len]
         length = torch.tensor([my_len], dtype=torch.int64)
         lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+        # Every tensor handed to a collective stays referenced by the state (see
+        # _keep_comm_tensors_past_exit): never freed by a Gloo worker thread.
+        self._comm_tensors[slot] = [length, *lengths]
         dist.all_gather(lengths, length, group=group)
         lengths = [int(x.item()) for x in lengths]
         if min(lengths) < 0:
@@ -468,6 +479,7 @@ class AdaCompState:
         send = torch.zeros(longest, dtype=torch.uint8)
         send.numpy()[:len(payload)] = np.frombuffer(payload, dtype=np.uint8)
         recv = [torch.empty(longest, dtype=torch.uint8) for _ in range(world)]
+        self._comm_tensors[slot] += [send, *recv]
         dist.all_gather(recv, send, group=group)
         self.transport_bytes += world * (longest + 8)
         return [r.numpy() for r in recv], lengths
@@ -595,7 +607,7 @@ class AdaCompState:
                     break
                 step_stats.append(e.compressor.last_stats)
         payload = b"".join(frames)
-        gathered, lengths = self._gather(payload, error is not None)
+        gathered, lengths = self._gather(payload, error is not None, bucket.index())
         if error is not None or gathered is None:
             bad = [r for r, n in enumerate(lengths) if n < 0]
             why = f"here: {type(error).__name__}: {error}" if error else "see their error"
@@ -643,6 +655,30 @@ class AdaCompState:
         if bucket.is_last():
             self._commit_step()
         return buf
+
+
+# Why the state keeps the tensors of its collectives, and keeps them past exit.
+#
+# A tensor created in Python and handed to a collective is referenced by the Gloo
+# process group's work object, which the group's worker thread
+# (ProcessGroupGloo::runLoop) drops a moment after the collective completes. If the
+# Python object of the tensor is gone by then, torch 1.13 has kept that object
+# alive for the C++ side, and the worker thread must take the GIL to free it. When
+# the main thread is already finalizing the interpreter (a process that ends right
+# after its last step), taking the GIL makes the worker thread exit (pthread_exit)
+# inside a destructor: the process aborts with "terminate called without an active
+# exception". So: the Python objects of every exchange's tensors stay referenced by
+# the state (until the same bucket's next exchange, a step later, when the worker
+# has long let go), and at exit, before the interpreter finalizes, one extra
+# reference to them is taken that is never given back, so no such tensor is freed
+# while it shuts down.
+_LIVE_STATES = weakref.WeakSet()
+
+
+@atexit.register
+def _keep_comm_tensors_past_exit():
+    for state in list(_LIVE_STATES):
+        _adacomp._keep_past_exit(state._comm_tensors)
 
 
 def _total(counters):

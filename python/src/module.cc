@@ -531,5 +531,10 @@ PYBIND11_MODULE(_adacomp, m) {
   m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
+  // Takes one more reference to obj and never gives it back, so obj outlives the
+  // interpreter's shutdown (python/adacomp/torch.py: tensors a Gloo worker thread
+  // may still hold must not be freed while the interpreter finalizes).
+  m.def(
+      "_keep_past_exit", [](py::object obj) { obj.inc_ref(); }, py::arg("obj"));
   m.attr("__version__") = ADACOMP_VERSION_STRING;
 }

@@ -39,22 +39,9 @@ BATCH = 32
 
 
 def spawn_world(fn, outdir):
-    """Runs fn(rank, port, outdir) on WORLD processes.
+    """Runs fn(rank, port, outdir) on WORLD processes; a rank that dies fails the test."""
+    mp.spawn(fn, args=(free_port(), outdir), nprocs=WORLD, join=True)
 
-    A rank process of torch 1.13's Gloo stack occasionally dies with
-    "terminate called without an active exception" (about 1 run in 20 on a
-    loaded 2-core machine, not reproduced in isolation; under investigation).
-    Such a crash of the harness is retried once on a fresh port; every
-    assertion is still made on the results of a complete run.
-    """
-    for attempt in range(2):
-        try:
-            mp.spawn(fn, args=(free_port(), outdir), nprocs=WORLD, join=True)
-            return
-        except mp.ProcessExitedException as e:
-            if attempt == 1:
-                raise
-            print(f"spawn_world: a rank process died ({e}); retrying once", file=sys.stderr)
 
 class Net(nn.Module):
     def __init__(self):
