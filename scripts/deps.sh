@@ -12,6 +12,7 @@ PACKAGES=(
   python3-torch pybind11-dev python3-dev libgloo-dev
   clang-14 libclang-rt-14-dev
   dataset-fashion-mnist fortunes
+  iproute2 nftables
 )
 
 missing=()
