@@ -1,6 +1,6 @@
-// The fast sparse writer and reader (WriteSparseBits' one-store path,
-// FastSparseEntries in DecodeAccumulate) against the general bit-by-bit
-// walker that DecodeFrame uses, on random and mutated frames.
+// wire/fast_reader.cc and the writer's one-store path: FastSparseEntries (in
+// DecodeAccumulate) against the general bit-by-bit walker that DecodeFrame
+// uses, on random and mutated frames.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,61 +118,6 @@ TEST(FastPathsTest, RandomSparseFramesDecodeLikeTheWalker) {
         }
       }
     }
-  }
-}
-
-// The pieces a multi-threaded compress writes (WriteSparseBitsSignOf with
-// next0 and fill0, placed by IndexCodeBitsFrom) make the same bytes as one
-// call over all entries, for both code families and several k, with long
-// codes (gaps up to 2^31) among them.
-TEST(FastPathsTest, PiecesOfTheBitStreamMakeTheWhole) {
-  std::mt19937_64 rng(11);
-  for (int trial = 0; trial < 200; ++trial) {
-    const IndexCode code{trial % 2 ? IndexFamily::kRice : IndexFamily::kExpGolomb,
-                         static_cast<uint8_t>((trial / 2) % 4 == 3 ? 20 : (trial / 2) % 4 * 3)};
-    // Gaps up to 2^31 where the code stays short enough to write quickly
-    // (Exp-Golomb, or Rice with k = 20); Rice with a small k still gets
-    // codes of thousands of bits.
-    const bool huge = code.family == IndexFamily::kExpGolomb || code.k >= 20;
-    std::vector<uint32_t> idx;
-    std::vector<float> val;
-    uint64_t next = 0;
-    const size_t count = 1 + rng() % 3000;
-    for (size_t j = 0; j < count; ++j) {
-      const uint64_t r = rng() % 100;
-      const uint64_t gap = r < 80   ? rng() % 40
-                           : r < 98 ? rng() % 5000
-                                    : rng() % (huge ? (1ull << 31) : 20000);
-      if (next + gap > 0xFFFFFFF0ull) break;
-      idx.push_back(static_cast<uint32_t>(next + gap));
-      val.push_back((rng() & 1) ? 1.0f : -1.0f);
-      next += gap + 1;
-    }
-    const uint64_t whole_bits = IndexCodeBits(idx, code) + idx.size();
-    std::vector<uint8_t> whole((whole_bits + 7) / 8);
-    WriteSparseBitsSignOf(whole.data(), whole.data() + whole.size(), idx, code, val.data());
-    // Cut into 1-6 pieces at random points.
-    std::vector<size_t> cuts = {0, idx.size()};
-    for (int c = static_cast<int>(rng() % 6); c > 0; --c) cuts.push_back(rng() % (idx.size() + 1));
-    std::sort(cuts.begin(), cuts.end());
-    std::vector<uint8_t> merged(whole.size(), 0);
-    uint64_t offset = 0;
-    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-      const std::span<const uint32_t> piece(idx.data() + cuts[c], cuts[c + 1] - cuts[c]);
-      const uint64_t next0 = cuts[c] ? uint64_t{idx[cuts[c] - 1]} + 1 : 0;
-      const uint64_t bits = IndexCodeBitsFrom(piece, code, next0) + piece.size();
-      const int fill0 = static_cast<int>(offset & 7);
-      std::vector<uint8_t> buf((fill0 + bits + 7) / 8);
-      if (!buf.empty()) {
-        WriteSparseBitsSignOf(buf.data(), buf.data() + buf.size(), piece, code,
-                              val.data() + cuts[c], next0, fill0);
-        merged[offset >> 3] |= buf[0];
-        for (size_t b = 1; b < buf.size(); ++b) merged[(offset >> 3) + b] = buf[b];
-      }
-      offset += bits;
-    }
-    ASSERT_EQ(offset, whole_bits) << "trial " << trial;
-    ASSERT_EQ(merged, whole) << "trial " << trial << " k " << int(code.k);
   }
 }
 

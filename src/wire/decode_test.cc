@@ -1,4 +1,5 @@
-// DecodeAccumulateAll and DecodeAverageAll (several frames of one tensor
+// wire/decode.cc: DecodeAccumulate on following frames; DecodeAccumulateAll
+// and DecodeAverageAll (several frames of one tensor
 // into one buffer, in blocks, on 1-3 threads) against DecodeAccumulate called
 // frame after frame (and a scalar division), bit for bit; and their
 // all-or-nothing behaviour on bad frames.
@@ -16,6 +17,7 @@
 #include "core/endian.h"
 #include "core/test_util.h"
 #include "wire/frame.h"
+#include "wire/frame_test_util.h"
 
 namespace adacomp {
 namespace {
@@ -314,3 +316,31 @@ TEST(DecodeAccumulateAllTest, FrameSpansMayRunPastTheFrame) {
 
 }  // namespace
 }  // namespace adacomp
+
+namespace adacomp::wire {
+namespace {
+
+using namespace adacomp::wire::testing;  // NOLINT
+
+TEST(FrameTest, AccumulatesSeveralLearnersAndFollowingFrames) {
+  std::vector<uint8_t> two = Encode(SmallAdaComp());
+  const size_t first = two.size();
+  Frame g = SmallAdaComp();
+  g.negative = {1, 1, 1};
+  ASSERT_TRUE(EncodeFrame(g, &two).ok());
+  std::vector<float> dst(20, 0.0f);
+  FrameInfo info;
+  ASSERT_TRUE(DecodeAccumulate(two, dst, &info).ok());  // decodes the first frame only
+  EXPECT_EQ(info.frame_bytes, first);
+  ASSERT_TRUE(DecodeAccumulate(std::span(two).subspan(first), dst).ok());
+  EXPECT_EQ(dst[1], 0.0f);
+  EXPECT_EQ(dst[7], -1.0f);
+  EXPECT_EQ(dst[19], -1.0f);
+  EXPECT_EQ(dst[0], 0.0f);
+  EXPECT_EQ(info.selected, 3u);
+  EXPECT_EQ(info.scale, 0.5f);
+  EXPECT_EQ(info.bin_size, 10u);
+}
+
+}  // namespace
+}  // namespace adacomp::wire

@@ -1,0 +1,160 @@
+// The fast sparse reader (see wire/fast_reader.h).
+#include "wire/fast_reader.h"
+
+#include <bit>
+#include <cmath>
+
+#include "core/endian.h"
+#include "core/half.h"
+
+namespace adacomp::wire {
+namespace {
+
+using internal::LoadF32;
+using internal::LoadU16;
+
+// One entry's code at the start of the window w (bit 0 is the next bit of
+// the stream; bits past the stream are zero), for a code family, k and
+// sign bit. Returns false if the code is not one the fast path takes (no
+// one bit, longer than 57 bits, an Exp-Golomb prefix out of range) or the
+// index is not below n; otherwise sets its length in bits, index and sign.
+template <bool kRice, bool kSigns>
+[[gnu::always_inline]] inline bool DecodeCode(uint64_t w, int k, uint64_t low_mask, uint64_t next,
+                                              uint64_t n, uint64_t* bits, uint64_t* index,
+                                              uint32_t* negative) {
+  if (w == 0) return false;
+  const int z = std::countr_zero(w);
+  uint64_t q, len;
+  if constexpr (kRice) {
+    q = static_cast<uint64_t>(z);
+    len = q + 1;
+  } else {
+    if (2 * z + 1 > 57) return false;
+    const uint64_t v = (uint64_t{1} << z) | ((w >> (z + 1)) & ((uint64_t{1} << z) - 1));
+    q = v - 1;
+    if (q > (n >> k)) return false;
+    len = 2 * static_cast<uint64_t>(z) + 1;
+  }
+  const uint64_t total = len + static_cast<uint64_t>(k) + (kSigns ? 1 : 0);
+  if (total > 57) return false;
+  *index = next + ((q << k) | ((w >> len) & low_mask));
+  if (*index >= n) return false;
+  *bits = total;
+  *negative = kSigns ? static_cast<uint32_t>((w >> (len + k)) & 1) : 0u;
+  return true;
+}
+
+// Fast decoder of a sparse payload into entries: 64-bit peeks, one
+// count-trailing-zeros per unary code, specialized on the code family,
+// value bytes and sign bit. Returns true only if the payload is valid by
+// every rule WalkPayload checks and every entry was written; on anything
+// unusual (an error, or a code longer than 57 bits) it returns false, and
+// the caller runs WalkPayload, which gives the answer and the error message.
+//
+// The bit position is a dependency chain from one entry to the next (load,
+// shift, count zeros, add). While 8 bytes can be loaded, each load serves
+// two entries when both fit in the 57-64 bits it brings (nearly always:
+// codes average 6-10 bits), which shortens that chain per entry.
+template <bool kRice, int kVb, bool kSigns>
+[[gnu::noinline]] bool FastSparseEntriesT(std::span<const uint8_t> frame, const Header& h,
+                                         const Params& p,
+                        Entry* out) {
+  const uint64_t count = p.selected;
+  const uint64_t n = h.elements;
+  const int k = p.code.k;
+  const uint8_t* payload = frame.data() + h.payload_offset;
+  const size_t bits_offset = static_cast<size_t>(count) * kVb;  // <= payload (ParseParams)
+  const uint8_t* bs = payload + bits_offset;
+  const size_t nbytes = h.payload_bytes - bits_offset;
+  const uint64_t total_bits = uint64_t{nbytes} * 8;
+  const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  const uint32_t scale_bits = std::bit_cast<uint32_t>(p.scale);
+  // Entry j's value; false if it is not finite (fp32, fp16).
+  auto value = [&](uint64_t j, uint32_t negative, float* v) {
+    if constexpr (kVb == 4) {
+      *v = LoadF32(payload + 4 * j);
+      return std::isfinite(*v);
+    } else if constexpr (kVb == 2) {
+      const uint16_t half = LoadU16(payload + 2 * j);
+      *v = internal::HalfToFloat(half);
+      return internal::HalfIsFinite(half);
+    } else {
+      // +-scale, branch-free (the sign is random; -scale flips the sign bit).
+      *v = std::bit_cast<float>(scale_bits | (negative << 31));
+      return true;
+    }
+  };
+  uint64_t pos = 0, next = 0, j = 0;
+  while (j + 1 < count && (pos >> 3) + 8 <= nbytes) {
+    const uint64_t shift = pos & 7;
+    const uint64_t w = internal::LoadU64(bs + (pos >> 3)) >> shift;  // 64 - shift valid bits
+    uint64_t ta, ia, tb, ib;
+    uint32_t na, nb;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &ta, &ia, &na)) return false;
+    float va, vb;
+    if (!value(j, na, &va)) return false;
+    out[j] = Entry{static_cast<uint32_t>(ia), va};
+    // The second entry is taken only if it lies wholly in the window;
+    // otherwise (or if it is bad) the next round reads it as the first.
+    if (DecodeCode<kRice, kSigns>(w >> ta, k, low_mask, ia + 1, n, &tb, &ib, &nb) &&
+        ta + tb <= 64 - shift) [[likely]] {
+      if (!value(j + 1, nb, &vb)) return false;
+      out[j + 1] = Entry{static_cast<uint32_t>(ib), vb};
+      pos += ta + tb;
+      next = ib + 1;
+      j += 2;
+    } else {
+      pos += ta;
+      next = ia + 1;
+      j += 1;
+    }
+  }
+  for (; j < count; ++j) {
+    if (pos > total_bits) return false;
+    const size_t byte = static_cast<size_t>(pos >> 3);
+    uint64_t w;
+    if (nbytes - byte >= 8) {
+      w = internal::LoadU64(bs + byte);
+    } else {
+      w = 0;
+      for (size_t i = byte; i < nbytes; ++i) w |= uint64_t{bs[i]} << (8 * (i - byte));
+    }
+    w >>= pos & 7;  // at least 57 bits of the stream (zeros past its end)
+    uint64_t t, index;
+    uint32_t negative;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &t, &index, &negative)) return false;
+    float v;
+    if (!value(j, negative, &v)) return false;
+    out[j] = Entry{static_cast<uint32_t>(index), v};
+    pos += t;
+    next = index + 1;
+  }
+  // Ends exactly in the last byte, padding bits zero.
+  if (pos > total_bits || (pos + 7) / 8 != nbytes) return false;
+  if ((pos & 7) && (bs[pos >> 3] >> (pos & 7)) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
+                       Entry* out) {
+  const int vb = ValueBytes(h.codec, p);
+  const bool signs = HasSigns(h.codec, p);
+  const bool rice = p.code.family == IndexFamily::kRice;
+  if (vb == 0 && signs) {
+    return rice ? FastSparseEntriesT<true, 0, true>(frame, h, p, out)
+                : FastSparseEntriesT<false, 0, true>(frame, h, p, out);
+  }
+  if (vb == 4 && !signs) {
+    return rice ? FastSparseEntriesT<true, 4, false>(frame, h, p, out)
+                : FastSparseEntriesT<false, 4, false>(frame, h, p, out);
+  }
+  if (vb == 2 && !signs) {
+    return rice ? FastSparseEntriesT<true, 2, false>(frame, h, p, out)
+                : FastSparseEntriesT<false, 2, false>(frame, h, p, out);
+  }
+  return false;  // no such codec today; the walker handles it
+}
+
+}  // namespace adacomp::wire
