@@ -18,6 +18,7 @@
 # cannot make namespaces (not root, no ip/tc/nft); 2: usage.
 set -uo pipefail
 
+PATH="$PATH:/usr/sbin:/sbin"   # ip, tc, nft live there; a user's PATH may lack it
 NAME="${CLUSTER_NAME:-acn}"
 if [ "${1:-}" = "--name" ]; then NAME="${2:-}"; shift 2 || true; fi
 CMD="${1:-}"; shift || true
@@ -35,13 +36,14 @@ usage() { echo "cluster.sh: $*" >&2; echo "usage: cluster.sh [--name N] up P [--
 cannot() { echo "cluster.sh: cannot create network namespaces here: $*" >&2; exit 77; }
 q() { timeout -k 2 "$T_CMD" "$@"; }   # every system command is time-bounded
 
-[[ "$NAME" =~ ^[a-z][a-z0-9]{0,7}$ ]] || usage "name '$NAME': 1-8 lowercase letters/digits, starting with a letter"
+# Ending in a letter keeps host names unambiguous: cluster "ab" owns ab0, ab1,
+# ...; no other cluster's name can match them.
+[[ "$NAME" =~ ^[a-z]([a-z0-9]{0,6}[a-z])?$ ]] || usage "name '$NAME': 1-8 lowercase letters/digits, starting and ending with a letter"
 
 need_root() {
   [ "$(id -u)" = 0 ] || cannot "needs root (run it as root or with sudo)"
   command -v ip >/dev/null 2>&1 || cannot "no 'ip' command (Debian: apt-get install iproute2)"
-  command -v tc >/dev/null 2>&1 || [ -x /usr/sbin/tc ] || cannot "no 'tc' command (Debian: apt-get install iproute2)"
-  PATH="$PATH:/usr/sbin:/sbin"
+  command -v tc >/dev/null 2>&1 || cannot "no 'tc' command (Debian: apt-get install iproute2)"
 }
 
 # This cluster's namespaces: N0..N63 and N-br, whatever state says.
@@ -277,12 +279,14 @@ do_run() {
   [ -z "$logs" ] || mkdir -p "$logs" || die "run: cannot make $logs"
   local ns addr i=0 master; master=$(awk 'NR==1{print $2}' "$STATE/hosts")
   while read -r ns addr; do
-    local out=/dev/stdout err=/dev/stderr
-    if [ -n "$logs" ]; then out="$logs/$ns.out"; err="$logs/$ns.err"; fi
-    timeout -k 10 "$limit" ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$ns" \
-      env RANK="$i" LOCAL_RANK=0 WORLD_SIZE="$p" MASTER_ADDR="$master" MASTER_PORT="$port" \
-          CLUSTER_HOST="$ns" CLUSTER_HOST_ADDR="$addr" CLUSTER_IFACE="$IFACE" GLOO_SOCKET_IFNAME="$IFACE" \
-          "$@" >"$out" 2>"$err" </dev/null &
+    # (Not ">/dev/stdout": reopening it would truncate a file stdout is.)
+    (
+      if [ -n "$logs" ]; then exec >"$logs/$ns.out" 2>"$logs/$ns.err"; fi
+      exec timeout -k 10 "$limit" ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$ns" \
+        env RANK="$i" LOCAL_RANK=0 WORLD_SIZE="$p" MASTER_ADDR="$master" MASTER_PORT="$port" \
+            CLUSTER_HOST="$ns" CLUSTER_HOST_ADDR="$addr" CLUSTER_IFACE="$IFACE" GLOO_SOCKET_IFNAME="$IFACE" \
+            "$@" </dev/null
+    ) &
     RUN_PIDS+=($!)
     i=$((i + 1))
   done < <(hosts_up)
