@@ -153,7 +153,7 @@ do_up() {
 table inet adacomp_cluster {
   chain input {
     type filter hook input priority 0; policy accept;
-    iifname "$IFACE" numgen random mod 100 < $loss drop
+    iifname "$IFACE" numgen random mod 100 < $loss counter drop
   }
 }
 EOF
