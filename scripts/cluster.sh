@@ -69,7 +69,7 @@ lock() {
 }
 
 do_down() {
-  local ns pid n=0 k
+  local ns pids n=0 k
   for ns in $(our_namespaces); do
     # End what still runs in the host (ranks of an interrupted run), bounded.
     for k in 1 2 3 4 5 6 7 8 9 10; do
@@ -176,8 +176,8 @@ EOF
   # Check every host reaches host 0 (no ping needed: a TCP connect to a
   # closed port answered "refused" proves the path; bounded to 3 s each).
   for ((i = 1; i < p; i++)); do
-    local try ok=0
-    for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do  # links come up: <= 5 s
+    local _try ok=0
+    for _try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do  # links come up: <= 5 s
       local said; said=$(timeout -k 1 3 ip netns exec "$NAME$i" bash -c "exec 3<>/dev/tcp/$SUBNET.1/9" 2>&1) || true
       if [[ "$said" == *refused* ]]; then
         ok=1; break
