@@ -49,6 +49,7 @@ that batch had never been drawn (python/README.md).
 """
 
 import atexit
+import collections
 import threading
 import weakref
 
@@ -217,11 +218,15 @@ class AdaCompState:
             seed is mixed with the rank and the tensor id).
         dense_types: layer types to send uncompressed (codec "dense").
         layer_types: {parameter name: type} overrides of the automatic typing.
+        overlap: True (default): the hook returns as soon as a bucket's frames are
+            sent, and a thread of the state receives and decodes them while DDP
+            goes on with backward; False: each bucket is exchanged and decoded
+            before the hook returns (same results, bit for bit).
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
                  bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
-                 dense_types=(), layer_types=None):
+                 dense_types=(), layer_types=None, overlap=True):
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self.process_group = process_group
@@ -252,14 +257,20 @@ class AdaCompState:
         self.buckets = 0
         self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
         self._open = None       # the step in progress: counters at its start, touched entries
-        self._skip = None       # ids of the parameters seen in a step that failed before its end
         self.step_error = None  # the StepAborted of the current/last step, None if it went well
         self.transport_bytes = 0
         self._totals = {t: _Counters() for t in LAYER_TYPES}
         self._step = {t: _Counters() for t in LAYER_TYPES}
         self._last_step = {t: _Counters() for t in LAYER_TYPES}
-        # The tensors of each bucket's last exchange (see _CommTensors below).
+        self.overlap = bool(overlap)
+        # The exchange (see _Exchange): per bucket slot, the receive capacity every rank
+        # agrees on, the receive buffers, and the tensors of the slot's last exchange.
+        self._capacity = {}
+        self._recv_buffers = {}
         self._comm_tensors = {}
+        self._inflight = collections.deque()  # exchanges started, not finished, in order
+        self._cv = threading.Condition()
+        self._thread = None
         _LIVE_STATES.add(self)
         if model is not None:
             if isinstance(model, nn.parallel.DistributedDataParallel):
@@ -384,7 +395,6 @@ class AdaCompState:
                 else:
                     e.compressor.load_state_dict(d)
             self._open = None  # a step in progress is superseded by the loaded state
-            self._skip = None
             self.steps = int(state.get("steps", 0))
             self.buckets = int(state.get("buckets", 0))
             self.transport_bytes = int(state.get("transport_bytes", 0))
@@ -427,9 +437,8 @@ class AdaCompState:
 
     # ----- the exchange ----------------------------------------------------------------------
 
-    def _layout(self, bucket):
+    def _layout(self, bucket, buf):
         """[(entry, offset, numel)] of the bucket's parameters, in bucket order."""
-        buf = bucket.buffer()
         params = bucket.parameters()
         grads = bucket.gradients()
         total = buf.numel()
@@ -437,13 +446,14 @@ class AdaCompState:
         views_ok = len(grads) == len(params)
         if views_ok:
             base = buf.data_ptr()
+            size = buf.element_size()
             for p, g in zip(params, grads):
                 delta = g.data_ptr() - base
-                if (delta % 4 or not g.is_contiguous() or g.numel() != p.numel()
-                        or delta // 4 + g.numel() > total or delta < 0):
+                if (delta % size or not g.is_contiguous() or g.numel() != p.numel()
+                        or delta // size + g.numel() > total or delta < 0):
                     views_ok = False
                     break
-                layout.append((self._entry(p), delta // 4, p.numel()))
+                layout.append((self._entry(p), delta // size, p.numel()))
         if not views_ok:  # DDP lays the bucket out in parameter order without gaps
             layout, off = [], 0
             for p in params:
@@ -454,103 +464,64 @@ class AdaCompState:
                                    f"parameters {off}; cannot map gradients to parameters")
         return [x for x in layout if x[2] > 0]
 
-    def _gather(self, payload, failed, slot):
-        """All-gathers every rank's payload; returns (list of uint8 arrays, lengths).
+    def exchange_bucket(self, bucket):
+        """Compresses one bucket and starts its exchange; returns a torch Future.
 
-        ``slot`` (the bucket index) names the tensors kept for this exchange; they
-        replace the ones of that slot's previous exchange, a step earlier."""
-        group = self.process_group if self.process_group is not None else dist.group.WORLD
-        world = dist.get_world_size(group)
-        my_len = -1 if failed else len(payload)
-        if world == 1:
-            if failed:
-                return None, [-1]
-            return [np.frombuffer(payload, dtype=np.uint8)], [my_len]
-        length = torch.tensor([my_len], dtype=torch.int64)
-        lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-        # Every tensor handed to a collective stays referenced by the state (see
-        # _keep_comm_tensors_past_exit): never freed by a Gloo worker thread.
-        self._comm_tensors[slot] = [length, *lengths]
-        dist.all_gather(lengths, length, group=group)
-        lengths = [int(x.item()) for x in lengths]
-        if min(lengths) < 0:
-            return None, lengths
-        longest = max(lengths)
-        send = torch.zeros(longest, dtype=torch.uint8)
-        send.numpy()[:len(payload)] = np.frombuffer(payload, dtype=np.uint8)
-        recv = [torch.empty(longest, dtype=torch.uint8) for _ in range(world)]
-        self._comm_tensors[slot] += [send, *recv]
-        dist.all_gather(recv, send, group=group)
-        self.transport_bytes += world * (longest + 8)
-        return [r.numpy() for r in recv], lengths
-
-    def reduce_bucket(self, bucket):
-        """Compresses, exchanges and averages one bucket in place; returns the bucket tensor.
+        The future completes with the bucket tensor, which then holds every
+        rank's average, once all peers' frames have arrived and been decoded
+        (on the state's exchange thread, so that DDP goes on with backward and
+        the next buckets meanwhile; ``overlap=False`` does it all before
+        returning). It fails with a StepAborted when the step failed on any rank.
 
         A step (the buckets of one backward pass, up to ``bucket.is_last()``)
         is atomic for this state: on any error in any bucket, on any rank, every
         compressor touched in the step gets its start-of-step residue, step
-        counter and last_stats back, the step's statistics are dropped, and
-        StepAborted is raised on every rank (the exchange tells every rank).
-        The remaining buckets of that step raise StepAborted at once, without
-        any communication, so that DDP can finish its backward pass.
+        counter and last_stats back, the step's statistics are dropped, and the
+        futures of that bucket and of the rest of the step fail on every rank.
+        Every bucket is exchanged all the same (a failed rank sends a failure
+        marker instead of frames), so no rank waits for a message never sent.
         """
         with self._lock:
-            ids = [id(p) for p in bucket.parameters()]
-            if self._skip is not None:
-                if not any(i in self._skip for i in ids):  # the rest of the failed step
-                    self._skip.update(ids)
-                    if bucket.is_last():
-                        self._skip = None
-                    err = self.step_error
-                    raise StepAborted(f"adacomp hook: bucket {bucket.index()} skipped, step "
-                                      f"{err.step} was aborted in bucket {err.bucket}: {err}",
-                                      bucket=bucket.index(), step=err.step,
-                                      failed_ranks=err.failed_ranks)
-                self._skip = None  # a parameter seen twice: a new step
-            if self._open is not None and any(i in self._open["seen"] for i in ids):
-                # A parameter seen twice: the last step never reached its last bucket (its
-                # backward failed outside the hook) and its gradient was not applied; undo it.
-                self._rollback_step()
-            if self._open is None:
-                self._begin_step()
-            self._open["seen"].update(ids)
-            try:
-                return self._reduce_bucket(bucket)
-            except BaseException as exc:
-                seen = self._open["seen"]
-                self._rollback_step()
-                if not isinstance(exc, Exception):
-                    raise
-                if not isinstance(exc, StepAborted):
-                    msg = (f"adacomp hook: bucket {bucket.index()} of step {self.steps} failed: "
-                           f"{type(exc).__name__}: {exc}; {_ROLLED_BACK}")
-                    aborted = StepAborted(msg, bucket=bucket.index(), step=self.steps,
-                                          failed_ranks=None)
-                    aborted.__cause__ = exc
-                    exc = aborted
-                self.step_error = exc
-                if not bucket.is_last():
-                    self._skip = seen
-                raise exc from exc.__cause__
+            ex = self._launch(bucket)
+        if ex.world == 1 or not self.overlap:
+            self._finish(ex)
+        else:
+            self._enqueue(ex)
+        return ex.future
+
+    def reduce_bucket(self, bucket):
+        """exchange_bucket, waited for: returns the averaged bucket tensor or raises
+        the StepAborted that failed the step."""
+        v = self.exchange_bucket(bucket).wait()
+        if isinstance(v, _Failed):
+            raise v.error
+        return v
 
     def abort_step(self):
         """Rolls back a step whose backward pass did not reach the last bucket.
 
-        The hook does this itself when it raises; call it only if backward failed
-        outside the hook (e.g. in your own autograd code) after some buckets were
-        reduced on every rank. Returns whether a step was open.
+        The hook does this itself when it fails a step; call it only if backward
+        failed outside the hook (e.g. in your own autograd code) after some
+        buckets were reduced on every rank. Returns whether a step was open.
         """
+        self.wait_idle()
         with self._lock:
             if self._open is None:
                 return False
-            self._rollback_step()
+            if not self._open["failed"]:
+                self._rollback_step()
+            self._open = None
             return True
+
+    def wait_idle(self, timeout=None):
+        """Waits until no exchange of this state is in flight. Returns whether it is idle."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._inflight, timeout)
 
     def _begin_step(self):
         self.step_error = None
         self._open = {"buckets": self.buckets, "transport_bytes": self.transport_bytes,
-                      "touched": {}, "seen": set()}
+                      "touched": {}, "seen": set(), "failed": False}
 
     def _snapshot(self, layout):
         touched = self._open["touched"]
@@ -561,11 +532,13 @@ class AdaCompState:
             touched[id(e)] = e
 
     def _rollback_step(self):
+        """Undoes the open step's compressions and statistics; the step stays open, failed."""
         touched = self._open["touched"]
         self.buckets = self._open["buckets"]
         self.transport_bytes = self._open["transport_bytes"]
         self._step = {t: _Counters() for t in LAYER_TYPES}
-        self._open = None
+        self._open["failed"] = True
+        self._open["touched"] = {}
         self.aborted_steps += 1
         for e in touched.values():
             e.compressor.restore()
@@ -580,55 +553,168 @@ class AdaCompState:
         self._last_step = self._step
         self._step = {t: _Counters() for t in LAYER_TYPES}
 
-    def _reduce_bucket(self, bucket):
-        buf = bucket.buffer()
-        if buf.dtype != torch.float32 or buf.device.type != "cpu":
-            raise ValueError(f"adacomp hook: bucket is {buf.dtype} on {buf.device}; it works "
-                             f"on float32 CPU gradients")
-        layout = self._layout(bucket)
-        arr = buf.detach().numpy()
+    def _launch(self, bucket):
+        """On the caller's thread, under the lock: compresses and posts the messages."""
+        ids = [id(p) for p in bucket.parameters()]
+        if self._open is not None and any(i in self._open["seen"] for i in ids):
+            # A parameter seen twice: a new step. If the last one never reached its last
+            # bucket (its backward failed outside the hook), it was not applied; undo it.
+            self.wait_idle_locked()
+            if self._open is not None:
+                if not self._open["failed"]:
+                    self._rollback_step()
+                self._open = None
+        if self._open is None:
+            self._begin_step()
+        step = self._open
+        step["seen"].update(ids)
+        ex = _Exchange(self, bucket, self.steps)
+        ex.skipped = step["failed"]  # the rest of a failed step: no compression
         frames, error = [], None
-        step_stats = []
-        # The whole bucket is checked before anything in it is compressed.
-        bad = _adacomp.find_non_finite(arr)
-        if bad is not None:
-            where = next(((e, bad - off) for e, off, n in layout if off <= bad < off + n),
-                         (None, bad))
-            what = (f"parameter {where[0].name!r}, element {where[1]}" if where[0] is not None
-                    else f"bucket element {bad}")
-            error = ValueError(f"adacomp hook: non-finite gradient ({float(arr[bad])}) in {what}")
-        else:
-            self._snapshot(layout)
-            for e, off, n in layout:
-                try:
-                    frames.append(e.compressor.compress(arr[off:off + n]))
-                except Exception as exc:  # still join the exchange: peers fail, not hang
-                    error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
-                    break
-                step_stats.append(e.compressor.last_stats)
-        payload = b"".join(frames)
-        gathered, lengths = self._gather(payload, error is not None, bucket.index())
-        if error is not None or gathered is None:
-            bad = [r for r, n in enumerate(lengths) if n < 0]
-            why = f"here: {type(error).__name__}: {error}" if error else "see their error"
-            raise StepAborted(f"adacomp hook: rank(s) {bad} failed in bucket {bucket.index()} of "
-                              f"step {self.steps} ({why}); {_ROLLED_BACK}",
-                              bucket=bucket.index(), step=self.steps, failed_ranks=bad) from error
-        for (e, _, _), s in zip(layout, step_stats):
+        try:
+            buf = bucket.buffer()
+            ex.buf = buf
+            ex.work = _working_copy(buf, bucket.index())
+            ex.layout = self._layout(bucket, buf)
+        except Exception as exc:  # still join the exchange: peers fail, not hang
+            error = exc
+        arr = ex.work.numpy() if error is None else None
+        if error is None and not ex.skipped:
+            # The whole bucket is checked before anything in it is compressed.
+            bad = _adacomp.find_non_finite(arr)
+            if bad is not None:
+                where = next(((e, bad - off) for e, off, n in ex.layout if off <= bad < off + n),
+                             (None, bad))
+                what = (f"parameter {where[0].name!r}, element {where[1]}"
+                        if where[0] is not None else f"bucket element {bad}")
+                error = ValueError(f"adacomp hook: non-finite gradient ({float(arr[bad])}) "
+                                   f"in {what}")
+            else:
+                self._snapshot(ex.layout)
+                for e, off, n in ex.layout:
+                    try:
+                        frames.append(e.compressor.compress(arr[off:off + n]))
+                    except Exception as exc:
+                        error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
+                        break
+                    ex.stats.append(e.compressor.last_stats)
+        ex.error = error
+        ex.payload = None if (error is not None or ex.skipped) else b"".join(frames)
+        ex.post()
+        return ex
+
+    def wait_idle_locked(self):
+        """wait_idle() for a caller that holds self._lock (released while waiting)."""
+        if not self._inflight:
+            return
+        self._lock.release()
+        try:
+            self.wait_idle()
+        finally:
+            self._lock.acquire()
+
+    def _enqueue(self, ex):
+        with self._cv:
+            self._inflight.append(ex)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=_exchange_thread,
+                                                args=(weakref.ref(self),),
+                                                name="adacomp-exchange", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def _finish(self, ex):
+        """Waits for the bucket's messages, decodes, settles the step, completes the future."""
+        try:
+            received = ex.receive()
+            result = self._settle(ex, received, None)
+        except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
+            result = self._settle(ex, None, exc)
+        ex.future.set_result(_Failed(result) if isinstance(result, Exception) else result)
+
+    def _settle(self, ex, received, comm_error):
+        """received: [(rank, header, memoryview of frames)] in rank order, or None."""
+        index = ex.index
+        with self._lock:
+            step = self._open
+            ex.retire()
+            if step is not None and ex.skipped is False and step["failed"]:
+                ex.skipped = True  # failed by an earlier bucket while this one travelled
+            failed_ranks = None if received is None else [r for r, h, _ in received if h < 0]
+            if received is not None and not failed_ranks and not ex.skipped:
+                self._update_bound(ex, [h for _, h, _ in received])
+            if step is None or ex.skipped:
+                err = self.step_error
+                if err is None:
+                    err = StepAborted(f"adacomp hook: bucket {index} skipped: the step was "
+                                      f"rolled back", bucket=index, step=ex.step)
+                exc = StepAborted(f"adacomp hook: bucket {index} skipped, step {err.step} was "
+                                  f"aborted in bucket {err.bucket}: {err}", bucket=index,
+                                  step=err.step, failed_ranks=err.failed_ranks)
+                return self._end_bucket(ex, exc)
+            if comm_error is not None or failed_ranks:
+                if comm_error is not None:
+                    why = f"the exchange failed: {type(comm_error).__name__}: {comm_error}"
+                    cause, bad = comm_error, None
+                else:
+                    cause, bad = ex.error, failed_ranks
+                    here = (f"here: {type(ex.error).__name__}: {ex.error}" if ex.error
+                            else "see their error")
+                    why = f"rank(s) {bad} failed in bucket {index} of step {ex.step} ({here})"
+                exc = StepAborted(f"adacomp hook: {why}; {_ROLLED_BACK}", bucket=index,
+                                  step=ex.step, failed_ranks=bad)
+                exc.__cause__ = cause
+                return self._fail_step(ex, exc)
+            try:
+                self._decode(ex, received)
+            except Exception as e:  # noqa: BLE001 - a frame that fails to decode
+                exc = StepAborted(f"adacomp hook: bucket {index} of step {ex.step} failed: "
+                                  f"{type(e).__name__}: {e}; {_ROLLED_BACK}", bucket=index,
+                                  step=ex.step, failed_ranks=None)
+                exc.__cause__ = e
+                return self._fail_step(ex, exc)
+            self.buckets += 1
+            self.transport_bytes += ex.sent_bytes
+            if ex.is_last:
+                self._commit_step()
+            return ex.buf
+
+    def _fail_step(self, ex, exc):
+        self._rollback_step()
+        self.step_error = exc
+        return self._end_bucket(ex, exc)
+
+    def _end_bucket(self, ex, exc):
+        if ex.is_last and self._open is not None:
+            self._open = None
+        return exc
+
+    def _update_bound(self, ex, lengths):
+        """Receive capacity of the slot for its next exchange: the same on every rank
+        (every rank sees every length), about 1.25 x the longest message this time."""
+        need = 8 + max(lengths)
+        want = need + need // 4 + 256
+        cap = self._capacity.get(ex.index)
+        if cap is None or want > cap or cap > 4 * want:
+            self._capacity[ex.index] = want
+
+    def _decode(self, ex, received):
+        for (e, _, _), s in zip(ex.layout, ex.stats):
             self._step[e.layer_type].add_compress(s)
+        arr = ex.work.numpy()
         # Per parameter, one call averages every rank's frame in rank order: bit for bit
         # zeroing the slice, adding the frames rank after rank and dividing by the world
         # size. The gradient is not state: on a failure below the step is skipped.
         covered = 0  # elements of the bucket outside every parameter's slice are zeroed
-        for _, off, n in sorted(layout, key=lambda x: x[1]):
+        for _, off, n in sorted(ex.layout, key=lambda x: x[1]):
             if off > covered:
                 arr[covered:off] = 0
             covered = max(covered, off + n)
         if covered < arr.size:
             arr[covered:] = 0
-        views = [memoryview(data)[:n_r] for data, n_r in zip(gathered, lengths)]
+        views = [v for _, _, v in received]
         pos = [0] * len(views)  # each rank's next frame
-        for e, off, n in layout:
+        for e, off, n in ex.layout:
             try:
                 used = _adacomp.decompress_average([v[p:] for v, p in zip(views, pos)],
                                                    arr[off:off + n], e.tensor_id)
@@ -640,21 +726,201 @@ class AdaCompState:
                 prefix = f"frame {r} of {len(views)}: "
                 if why.startswith(prefix):
                     why = why[len(prefix):]
-                raise type(exc)(f"rank {r}, bucket {bucket.index()}, parameter "
+                raise type(exc)(f"rank {r}, bucket {ex.index}, parameter "
                                 f"{e.name!r}: {why}") from None
             c = self._step[e.layer_type]
             for r, u in enumerate(used):
                 pos[r] += u
                 c.gathered_elements += n
                 c.gathered_bytes += u
-        for r, (p, n_r) in enumerate(zip(pos, lengths)):
-            if p != n_r:
-                raise FrameError(f"rank {r}, bucket {bucket.index()}: {n_r - p} bytes left "
+        for r, (p, v) in enumerate(zip(pos, views)):
+            if p != len(v):
+                raise FrameError(f"rank {r}, bucket {ex.index}: {len(v) - p} bytes left "
                                  f"after the last parameter's frame")
-        self.buckets += 1
-        if bucket.is_last():
-            self._commit_step()
-        return buf
+        if ex.work is not ex.buf:
+            ex.buf.copy_(ex.work)
+
+
+class _Failed:
+    """The value of a bucket's inner future when its step failed (see hook())."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _working_copy(buf, index):
+    """The float32 CPU tensor the bucket is compressed from and decoded into."""
+    if buf.device.type != "cpu":
+        raise ValueError(f"adacomp hook: bucket {index} is on {buf.device}; this build "
+                         f"compresses CPU tensors only (use the Gloo backend with CPU "
+                         f"gradients)")
+    if buf.is_sparse or not buf.is_contiguous():
+        raise ValueError(f"adacomp hook: bucket {index} is not a dense contiguous tensor")
+    if buf.numel() == 0:
+        raise ValueError(f"adacomp hook: bucket {index} is empty")
+    if buf.dtype == torch.float32:
+        return buf.detach()
+    if buf.dtype in (torch.float16, torch.bfloat16):
+        return buf.detach().float()  # residues stay float32; the result is rounded back
+    raise ValueError(f"adacomp hook: bucket {index} holds {buf.dtype} gradients; the hook "
+                     f"compresses float32, float16 and bfloat16")
+
+
+# Message of one rank for one bucket, sent to every peer: an int64 header, then the
+# rank's frames (its parameters' frames, concatenated in bucket order).
+#   header >= 0: that many frame bytes follow in this message;
+#   header == -1: the rank failed in this bucket (or skips it: its step failed); no frames;
+#   header <= -2: the frames, -header - 2 bytes, are longer than the peers' receive
+#                 capacity for this slot; they follow as a second message (tag + 1).
+# Every rank computes the same capacity per slot from the lengths it saw in the slot's
+# previous exchange (AdaCompState._update_bound), so the second message is rare.
+_HEADER = 8
+_FAILED = -1
+
+
+def _tag(index, second=False):
+    return 0x5AC0000 + 2 * index + (1 if second else 0)
+
+
+class _Exchange:
+    """One bucket's messages in flight, from _launch to _finish."""
+
+    def __init__(self, state, bucket, step):
+        self.state = state
+        self.index = bucket.index()
+        self.is_last = bucket.is_last()
+        self.params = bucket.parameters()
+        self.step = step
+        self.future = torch.futures.Future()
+        self.stats = []
+        self.layout = []
+        self.buf = self.work = None
+        self.error = None
+        self.payload = None
+        self.skipped = False
+        self.sent_bytes = 0
+        group = state.process_group if state.process_group is not None else dist.group.WORLD
+        self.group = group
+        self.world = dist.get_world_size(group) if dist.is_initialized() else 1
+        self.rank = dist.get_rank(group) if dist.is_initialized() else 0
+        self.tensors = []
+        self.sends = []
+        self.recvs = []
+
+    def _global(self, r):
+        if self.group is dist.group.WORLD or self.group is None:
+            return r
+        return dist.distributed_c10d._get_global_rank(self.group, r)
+
+    def post(self):
+        """Sends this rank's message to every peer and posts the receives."""
+        n = -1 if self.payload is None else len(self.payload)
+        self.own_header = _FAILED if n < 0 else n
+        if self.world == 1:
+            return
+        state = self.state
+        cap = state._capacity.get(self.index)
+        if cap is None:
+            # First exchange of the slot: room for float32 frames of the bucket, from what
+            # every rank knows alike (its parameters), even a rank that failed already.
+            params = self.params
+            cap = _HEADER + 4 * sum(p.numel() for p in params) + 64 * len(params) + 256
+            state._capacity[self.index] = cap
+        self.capacity = cap
+        overflow = n >= 0 and _HEADER + n > cap
+        head = np.array([-n - 2 if overflow else self.own_header], dtype="<i8").view(np.uint8)
+        if n >= 0 and not overflow:
+            msg = torch.empty(_HEADER + n, dtype=torch.uint8)
+            a = msg.numpy()
+            a[:_HEADER] = head
+            a[_HEADER:] = np.frombuffer(self.payload, dtype=np.uint8)
+        else:
+            msg = torch.from_numpy(head.copy())
+        second = torch.frombuffer(bytearray(self.payload), dtype=torch.uint8) \
+            if overflow else None
+        # Receive buffers persist per (slot, peer) and are reused while large enough.
+        bufs = state._recv_buffers.get(self.index)
+        if bufs is None or len(bufs) != self.world or bufs[0].numel() != cap:
+            bufs = [torch.empty(cap, dtype=torch.uint8) for _ in range(self.world)]
+            state._recv_buffers[self.index] = bufs
+        self.recv_bufs = bufs
+        # Every tensor handed to the process group stays referenced by the state (see
+        # _keep_comm_tensors_past_exit): never freed by a Gloo thread.
+        self.tensors = [msg] + ([second] if second is not None else []) + list(bufs)
+        state._comm_tensors[self.index] = self.tensors
+        g = None if self.group is dist.group.WORLD else self.group
+        for k in range(1, self.world):
+            src = (self.rank - k) % self.world
+            self.recvs.append((src, dist.irecv(bufs[src], self._global(src), group=g,
+                                               tag=_tag(self.index))))
+        for k in range(1, self.world):
+            dst = (self.rank + k) % self.world
+            self.sends.append(dist.isend(msg, self._global(dst), group=g, tag=_tag(self.index)))
+            self.sent_bytes += msg.numel()
+            if second is not None:
+                self.sends.append(dist.isend(second, self._global(dst), group=g,
+                                             tag=_tag(self.index, True)))
+                self.sent_bytes += second.numel()
+
+    def receive(self):
+        """Waits for every peer's message: [(rank, header, memoryview of its frames)]."""
+        own = memoryview(self.payload if self.payload is not None else b"")
+        if self.world == 1:
+            return [(0, self.own_header, own)]
+        got = {self.rank: (self.own_header, own)}
+        g = None if self.group is dist.group.WORLD else self.group
+        late = []
+        for src, w in self.recvs:
+            w.wait()
+            a = self.recv_bufs[src].numpy()
+            h = int(a[:_HEADER].view("<i8")[0])
+            if h >= 0:
+                if _HEADER + h > a.size:
+                    raise FrameError(f"rank {src}, bucket {self.index}: message header says "
+                                     f"{h} bytes, the receive buffer holds {a.size - _HEADER}")
+                got[src] = (h, memoryview(a)[_HEADER:_HEADER + h])
+            elif h == _FAILED:
+                got[src] = (h, memoryview(b""))
+            else:
+                n = -h - 2
+                if n > 1 << 34:
+                    raise FrameError(f"rank {src}, bucket {self.index}: message header says "
+                                     f"{n} bytes")
+                t = torch.empty(n, dtype=torch.uint8)
+                self.tensors.append(t)
+                late.append((src, n, t, dist.irecv(t, self._global(src), group=g,
+                                                   tag=_tag(self.index, True))))
+        for src, n, t, w in late:
+            w.wait()
+            got[src] = (n, memoryview(t.numpy()))
+        for w in self.sends:
+            w.wait()
+        return [(r, *got[r]) for r in range(self.world)]
+
+    def retire(self):
+        """Drops the references to the works (the tensors stay with the state)."""
+        self.sends, self.recvs = [], []
+
+
+def _exchange_thread(state_ref):
+    """Finishes a state's exchanges in the order they were started (one thread per state)."""
+    while True:
+        state = state_ref()
+        if state is None:
+            return
+        with state._cv:
+            if not state._inflight:
+                state._cv.wait(timeout=1.0)
+                if not state._inflight:
+                    continue
+            ex = state._inflight[0]
+        state._finish(ex)
+        with state._cv:
+            state._inflight.popleft()
+            state._cv.notify_all()
+        del state, ex
 
 
 # Why the state keeps the tensors of its collectives, and keeps them past exit.
@@ -678,7 +944,19 @@ _LIVE_STATES = weakref.WeakSet()
 @atexit.register
 def _keep_comm_tensors_past_exit():
     for state in list(_LIVE_STATES):
+        # An exchange still in flight at exit (the program left mid-step): give it a
+        # moment, then abort its receives so that its thread is not inside Gloo while
+        # the interpreter finalizes.
+        if not state.wait_idle(timeout=5.0):
+            for ex in list(state._inflight):
+                for _, w in ex.recvs:
+                    try:
+                        w.abort()
+                    except Exception:  # noqa: BLE001 - best effort at exit
+                        pass
+            state.wait_idle(timeout=5.0)
         _adacomp._keep_past_exit(state._comm_tensors)
+        _adacomp._keep_past_exit(state._recv_buffers)
 
 
 def _total(counters):
@@ -688,25 +966,23 @@ def _total(counters):
     return c
 
 
+def _unwrap(fut):
+    v = fut.value()
+    if isinstance(v, _Failed):
+        raise v.error
+    return v
+
+
 def hook(state, bucket):
     """DDP communication hook: ``ddp_model.register_comm_hook(state, adacomp.torch.hook)``.
 
-    ``state`` is an AdaCompState. Returns a completed future of the averaged bucket.
+    ``state`` is an AdaCompState. Returns a future of the averaged bucket that
+    completes when every rank's frames of it have arrived and been decoded.
     """
-    fut = torch.futures.Future()
-    try:
-        fut.set_result(state.reduce_bucket(bucket))
-    except Exception as exc:  # noqa: BLE001 - handed to DDP, which raises it from backward()
-        # Raising here would leave DDP's reducer mid-iteration, unable to run the next
-        # one; a failed future lets it finish the backward pass and raise from there.
-        # (A callback that raises marks the future failed for C++ too, so DDP's wait()
-        # raises exc's message; Future.set_exception only fails it for Python callers.)
-        def fail(_, exc=exc):
-            raise exc
-        child = fut.then(fail)
-        fut.set_result(None)
-        return child
-    return fut
+    # A callback that raises marks the future failed for C++ too, so DDP's wait()
+    # raises the StepAborted's message from backward(); Future.set_exception would
+    # fail it for Python callers only.
+    return state.exchange_bucket(bucket).then(_unwrap)
 
 
 def register(ddp_model, **kwargs):

@@ -71,30 +71,35 @@ def batch_for(x, y, step, rank):
     return x[idx], y[idx]
 
 
-class GatherCounter:
-    """Wraps dist.all_gather; walks every gathered frame buffer independently."""
+class SendCounter:
+    """Wraps dist.isend; counts what this rank sends and walks the frames in it.
+
+    The hook's message layout (python/adacomp/torch.py, _Exchange): a message on an
+    even tag is an int64 header, then the rank's frames when the header is >= 0;
+    a message on an odd tag holds frames only (the rare second message)."""
 
     def __init__(self):
-        self.frame_bytes = 0       # all ranks' frames
-        self.elements = 0          # all ranks' frames
-        self.per_rank_bytes = [0] * WORLD
-        self.length_gathers = 0
-        self.original = dist.all_gather
+        self.wire_bytes = 0        # every byte this rank handed to isend
+        self.messages = 0
+        self.frame_bytes = 0       # frame bytes in those messages
+        self.elements = 0
+        self.original = dist.isend
 
-    def __call__(self, tensor_list, tensor, group=None, async_op=False):
-        work = self.original(tensor_list, tensor, group=group, async_op=async_op)
+    def __call__(self, tensor, dst, group=None, tag=0):
+        work = self.original(tensor, dst, group=group, tag=tag)
         if tensor.dtype == torch.uint8:
-            for r, t in enumerate(tensor_list):
-                data = t.numpy()
-                pos = 0
-                while pos < len(data) and data[pos:].any():
-                    info = adacomp.inspect(data[pos:])
-                    pos += info["frame_bytes"]
-                    self.frame_bytes += info["frame_bytes"]
-                    self.elements += info["elements"]
-                    self.per_rank_bytes[r] += info["frame_bytes"]
-        else:
-            self.length_gathers += 1
+            data = tensor.numpy()
+            self.wire_bytes += data.size
+            self.messages += 1
+            pos = 0
+            if tag % 2 == 0:
+                header = int(data[:8].view("<i8")[0])
+                pos = 8 if header >= 0 else data.size
+            while pos < data.size:
+                info = adacomp.inspect(data[pos:])
+                pos += info["frame_bytes"]
+                self.frame_bytes += info["frame_bytes"]
+                self.elements += info["elements"]
         return work
 
 
@@ -124,8 +129,8 @@ def worker(rank, port, outdir):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     # Small buckets: several per step, and DDP reorders them after step 1.
     dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
-    counter = GatherCounter()
-    dist.all_gather = counter
+    counter = SendCounter()
+    dist.isend = counter
     result = {}
     try:
         x, y = make_data()
@@ -164,9 +169,10 @@ def worker(rank, port, outdir):
         result["loss_after"] = full_loss(model, x, y)
         result["losses"] = losses
         result["stats"] = state.stats()
-        result["counted_bytes"] = counter.frame_bytes
+        result["counted_frame_bytes"] = counter.frame_bytes
         result["counted_elements"] = counter.elements
-        result["counted_per_rank"] = list(counter.per_rank_bytes)
+        result["counted_wire_bytes"] = counter.wire_bytes
+        result["counted_messages"] = counter.messages
         result["elements_per_step"] = sum(p.numel() for p in model.parameters())
         result["params"] = {k: v.clone() for k, v in model.state_dict().items()}
         result["residues"] = state.residues()
@@ -199,7 +205,7 @@ def worker(rank, port, outdir):
         except Exception as exc:  # noqa: BLE001 - any error type is fine, a hang is not
             result["nan_error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        dist.all_gather = counter.original
+        dist.isend = counter.original
         torch.save(result, os.path.join(outdir, f"result{rank}.pt"))
         dist.destroy_process_group()
 
@@ -236,22 +242,30 @@ class DdpHookTest(unittest.TestCase):
         self.assertLess(np.mean(losses[-5:]), np.mean(losses[:5]))
 
     def test_compression_rate_matches_gathered_bytes(self):
+        peers = WORLD - 1
+        # Every rank's frames are in every message it sent (one to each peer).
+        own = [r["counted_frame_bytes"] // peers for r in self.results]
         for rank, r in enumerate(self.results):
             st = r["stats"]
             e2e = st["end_to_end"]
             self.assertEqual(st["steps"], STEPS)
-            # Every all-gather of frames that this rank saw, counted independently.
-            self.assertEqual(r["counted_elements"], r["elements_per_step"] * WORLD * STEPS)
-            self.assertEqual(e2e["gathered_bytes"], r["counted_bytes"])
-            expect = 32.0 * r["elements_per_step"] * WORLD * STEPS / (8.0 * r["counted_bytes"])
+            self.assertEqual(r["counted_frame_bytes"] % peers, 0)
+            self.assertEqual(r["counted_elements"], r["elements_per_step"] * peers * STEPS)
+            # What this rank decoded: every rank's frames, counted by the senders.
+            self.assertEqual(e2e["gathered_bytes"], sum(own))
+            expect = 32.0 * r["elements_per_step"] * WORLD * STEPS / (8.0 * sum(own))
             self.assertAlmostEqual(e2e["gathered_compression_rate"], expect, places=9)
-            # This rank's own frames are exactly what the others received from it.
-            self.assertEqual(e2e["bytes_sent"], r["counted_per_rank"][rank])
+            # This rank's own frames are exactly what it sent.
+            self.assertEqual(e2e["bytes_sent"], own[rank])
             self.assertAlmostEqual(
                 e2e["compression_rate"],
-                32.0 * r["elements_per_step"] * STEPS / (8.0 * r["counted_per_rank"][rank]),
-                places=9)
+                32.0 * r["elements_per_step"] * STEPS / (8.0 * own[rank]), places=9)
             self.assertEqual(e2e["elements"], r["elements_per_step"] * STEPS)
+            # No padding: what crossed the wire is the frames plus one 8-byte header
+            # per message, and the state reports exactly that.
+            self.assertEqual(r["counted_wire_bytes"],
+                             r["counted_frame_bytes"] + 8 * r["counted_messages"])
+            self.assertEqual(st["transport_bytes"], r["counted_wire_bytes"])
             # Per-type totals add up to the end-to-end ones.
             self.assertEqual(sum(t["bytes_sent"] for t in st["per_type"].values()),
                              e2e["bytes_sent"])
@@ -364,12 +378,12 @@ def atomic_run(rank, x, y, fail):
             frame = bytes(frame)
         return frame
     fc1_bias.compress = corrupt_compress
-    real_reduce = state.reduce_bucket
+    real_exchange = state.exchange_bucket
 
-    def counting_reduce(bucket):
+    def counting_exchange(bucket):
         hook_calls.append((cur_step[0], bucket.index()))
-        return real_reduce(bucket)
-    state.reduce_bucket = counting_reduce
+        return real_exchange(bucket)
+    state.exchange_bucket = counting_exchange
 
     for step in range(ATOMIC_STEPS):
         cur_step[0] = step
