@@ -197,6 +197,38 @@ Status DecodeAverageAll(std::span<const std::span<const uint8_t>> frames, std::s
                         std::span<FrameInfo> infos = {}, const DecodeOptions& options = {},
                         size_t* failed_frame = nullptr);
 
+// One tensor of a message: every message carries one frame of it, in the
+// order of the tensors, with tensor id `tensor_id` and dst.size() elements.
+struct MessageTensor {
+  uint32_t tensor_id = 0;
+  std::span<float> dst;  // receives the average over the messages
+};
+
+// Where DecodeAverageMessages failed: the message (rank) and the tensor
+// whose frame in it was bad; tensor == the number of tensors when every
+// frame was good but bytes were left after the last one.
+struct MessageError {
+  size_t message = 0;
+  size_t tensor = 0;
+};
+
+// Decodes whole messages, each the concatenation of one frame per tensor
+// (one learner's contribution to an exchange), and writes for every tensor
+// the average over the messages over tensors[k].dst: per tensor bit for bit
+// what DecodeAverageAll of the messages' k-th frames gives. Every frame of
+// every message is validated (with expected_tensor_id and max_elements set
+// from the tensor) and every message must end exactly after its last frame
+// BEFORE any dst is written; on any error no dst is changed. The error is
+// the first in (tensor, message) order, a message's leftover bytes coming
+// after all of its frames; it goes to *error if given, else into the
+// message text. `infos`, if not empty, must hold messages x tensors
+// entries and receives frame k of message r at [k * messages + r]. No
+// messages is InvalidArgument.
+Status DecodeAverageMessages(std::span<const std::span<const uint8_t>> messages,
+                             std::span<const MessageTensor> tensors,
+                             std::span<FrameInfo> infos = {}, const DecodeOptions& options = {},
+                             MessageError* error = nullptr);
+
 // Index of the first non-finite value in `values`, or nullopt if all are finite.
 std::optional<size_t> FindNonFinite(std::span<const float> values);
 

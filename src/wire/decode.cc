@@ -203,6 +203,51 @@ Status DecodeAccumulate(std::span<const uint8_t> bytes, std::span<float> dst, Fr
 
 namespace {
 
+Status CheckThreads(const DecodeOptions& options) {
+  if (options.threads < 1 || options.threads > kMaxThreads) {
+    return Status::InvalidArgument("DecodeOptions::threads is " + std::to_string(options.threads) +
+                                   " (must be in 1.." + std::to_string(kMaxThreads) + ")");
+  }
+  return Status::OK();
+}
+
+// Adds the prepared frames ready[0, count) into dst block by block; within
+// a block the frames are added in their order, so each element receives
+// exactly the sums that calling DecodeAccumulate frame after frame would
+// give. With `average` each block is zeroed first and divided by count
+// after. Threads take contiguous ranges of whole blocks.
+void AddPrepared(const Ready* ready, size_t count, std::span<float> dst, bool average,
+                 int threads) {
+  const size_t n = dst.size();
+  const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
+  const int add_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), blocks));
+  float* out = dst.data();
+  internal::RunWorkers(std::max(add_workers, 1), [&](int w) {
+    const size_t b0 = blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
+    const size_t b1 =
+        blocks * static_cast<size_t>(w + 1) / static_cast<size_t>(std::max(add_workers, 1));
+    const size_t begin = b0 * kBlockElements, end = std::min(n, b1 * kBlockElements);
+    if (begin >= end) return;
+    std::vector<size_t> cursor(count, 0);
+    for (size_t j = 0; j < count; ++j) {
+      const Ready& r = ready[j];
+      if (r.kind == Ready::Kind::kEntries && begin > 0) {
+        cursor[j] = static_cast<size_t>(
+            std::lower_bound(r.entries, r.entries + r.count, begin,
+                             [](const wire::Entry& e, size_t v) { return e.index < v; }) -
+            r.entries);
+      }
+    }
+    const float divisor = static_cast<float>(count);
+    for (size_t b = begin; b < end; b += kBlockElements) {
+      const size_t e = std::min(end, b + kBlockElements);
+      if (average) std::fill(out + b, out + e, 0.0f);
+      for (size_t j = 0; j < count; ++j) AddRange(ready[j], out, b, e, &cursor[j]);
+      if (average) internal::DivideFloats(out + b, e - b, divisor);
+    }
+  });
+}
+
 // DecodeAccumulateAll, and with `average` DecodeAverageAll.
 Status DecodeAll(const char* name, bool average, std::span<const std::span<const uint8_t>> frames,
                  std::span<float> dst, std::span<FrameInfo> infos, const DecodeOptions& options,
@@ -212,10 +257,7 @@ Status DecodeAll(const char* name, bool average, std::span<const std::span<const
     return Status::InvalidArgument(std::string(name) + ": " + std::to_string(infos.size()) +
                                    " infos for " + std::to_string(count) + " frames");
   }
-  if (options.threads < 1 || options.threads > kMaxThreads) {
-    return Status::InvalidArgument("DecodeOptions::threads is " + std::to_string(options.threads) +
-                                   " (must be in 1.." + std::to_string(kMaxThreads) + ")");
-  }
+  ADACOMP_RETURN_IF_ERROR(CheckThreads(options));
   if (count == 0) {
     if (average) return Status::InvalidArgument(std::string(name) + ": no frames to average");
     return Status::OK();
@@ -247,37 +289,8 @@ Status DecodeAll(const char* name, bool average, std::span<const std::span<const
     }
   }
 
-  // 2. The additions, block by block; within a block the frames are added
-  // in their order, so each element receives exactly the sums that calling
-  // DecodeAccumulate frame after frame would give. Threads take contiguous
-  // ranges of whole blocks.
-  const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
-  const int add_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), blocks));
-  float* out = dst.data();
-  internal::RunWorkers(std::max(add_workers, 1), [&](int w) {
-    const size_t b0 = blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
-    const size_t b1 =
-        blocks * static_cast<size_t>(w + 1) / static_cast<size_t>(std::max(add_workers, 1));
-    const size_t begin = b0 * kBlockElements, end = std::min(n, b1 * kBlockElements);
-    if (begin >= end) return;
-    std::vector<size_t> cursor(count, 0);
-    for (size_t j = 0; j < count; ++j) {
-      const Ready& r = ready[j];
-      if (r.kind == Ready::Kind::kEntries && begin > 0) {
-        cursor[j] = static_cast<size_t>(
-            std::lower_bound(r.entries, r.entries + r.count, begin,
-                             [](const wire::Entry& e, size_t v) { return e.index < v; }) -
-            r.entries);
-      }
-    }
-    const float divisor = static_cast<float>(count);
-    for (size_t b = begin; b < end; b += kBlockElements) {
-      const size_t e = std::min(end, b + kBlockElements);
-      if (average) std::fill(out + b, out + e, 0.0f);
-      for (size_t j = 0; j < count; ++j) AddRange(ready[j], out, b, e, &cursor[j]);
-      if (average) internal::DivideFloats(out + b, e - b, divisor);
-    }
-  });
+  // 2. The additions.
+  AddPrepared(ready.data(), count, dst, average, threads);
   for (size_t j = 0; j < infos.size(); ++j) infos[j] = ready[j].info;
   return Status::OK();
 }
@@ -294,6 +307,90 @@ Status DecodeAverageAll(std::span<const std::span<const uint8_t>> frames, std::s
                         std::span<FrameInfo> infos, const DecodeOptions& options,
                         size_t* failed_frame) {
   return DecodeAll("DecodeAverageAll", true, frames, dst, infos, options, failed_frame);
+}
+
+Status DecodeAverageMessages(std::span<const std::span<const uint8_t>> messages,
+                             std::span<const MessageTensor> tensors, std::span<FrameInfo> infos,
+                             const DecodeOptions& options, MessageError* error) {
+  const size_t count = messages.size();
+  const size_t n_tensors = tensors.size();
+  if (count == 0) return Status::InvalidArgument("DecodeAverageMessages: no messages to average");
+  if (!infos.empty() && infos.size() != count * n_tensors) {
+    return Status::InvalidArgument("DecodeAverageMessages: " + std::to_string(infos.size()) +
+                                   " infos for " + std::to_string(count) + " messages of " +
+                                   std::to_string(n_tensors) + " tensors");
+  }
+  ADACOMP_RETURN_IF_ERROR(CheckThreads(options));
+  uint64_t work = 0;
+  for (const MessageTensor& t : tensors) work += static_cast<uint64_t>(t.dst.size()) * count;
+  const int threads = work < kMinParallelWork ? 1 : options.threads;
+
+  // 1. Walk every message frame by frame (messages spread over the
+  // threads), preparing frame k of message r into ready[k * count + r];
+  // a message stops at its first bad frame. Nothing is written to any dst
+  // until every frame of every message passed and no message has bytes
+  // left after its last frame.
+  thread_local std::vector<Slot> slots;
+  if (slots.size() < count * n_tensors) slots.resize(count * n_tensors);
+  std::vector<Ready> ready(count * n_tensors);
+  std::vector<Status> status(count);
+  std::vector<size_t> failed_tensor(count, n_tensors);  // n_tensors: none failed
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), count));
+  Slot* slot_base = slots.data();
+  internal::RunWorkers(workers, [&](int w) {
+    for (size_t r = static_cast<size_t>(w); r < count; r += static_cast<size_t>(workers)) {
+      const std::span<const uint8_t> message = messages[r];
+      size_t cursor = 0;
+      for (size_t k = 0; k < n_tensors; ++k) {
+        DecodeOptions opts = options;
+        opts.expected_tensor_id = tensors[k].tensor_id;
+        opts.max_elements = std::min<uint64_t>(options.max_elements, tensors[k].dst.size());
+        Ready& rd = ready[k * count + r];
+        status[r] = Prepare(message.subspan(cursor), tensors[k].dst.size(), opts,
+                            slot_base[k * count + r], nullptr, &rd);
+        if (!status[r].ok()) {
+          failed_tensor[r] = k;
+          break;
+        }
+        cursor += static_cast<size_t>(rd.info.frame_bytes);
+      }
+      if (status[r].ok() && cursor != message.size()) {
+        status[r] = Status::Corruption("message has " + std::to_string(message.size() - cursor) +
+                                       " bytes after its last frame");
+      }
+    }
+  });
+  // The first error in (tensor, message) order; a message's leftover bytes
+  // count as a failure after its last tensor.
+  size_t bad = count;
+  for (size_t r = 0; r < count; ++r) {
+    if (status[r].ok()) continue;
+    if (bad == count || failed_tensor[r] < failed_tensor[bad]) bad = r;
+  }
+  if (bad != count) {
+    if (error) {
+      error->message = bad;
+      error->tensor = failed_tensor[bad];
+      return status[bad];
+    }
+    const std::string where =
+        failed_tensor[bad] < n_tensors
+            ? "message " + std::to_string(bad) + ", frame of tensor " +
+                  std::to_string(tensors[failed_tensor[bad]].tensor_id)
+            : "message " + std::to_string(bad);
+    return status[bad].WithContext(where);
+  }
+
+  // 2. Per tensor, the average over the messages' frames.
+  for (size_t k = 0; k < n_tensors; ++k) {
+    const std::span<float> dst = tensors[k].dst;
+    const int t = static_cast<uint64_t>(dst.size()) * count < kMinParallelWork ? 1 : options.threads;
+    AddPrepared(ready.data() + k * count, count, dst, true, t);
+  }
+  for (size_t k = 0; k < n_tensors && !infos.empty(); ++k) {
+    for (size_t r = 0; r < count; ++r) infos[k * count + r] = ready[k * count + r].info;
+  }
+  return Status::OK();
 }
 
 }  // namespace adacomp

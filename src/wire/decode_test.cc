@@ -344,3 +344,193 @@ TEST(FrameTest, AccumulatesSeveralLearnersAndFollowingFrames) {
 
 }  // namespace
 }  // namespace adacomp::wire
+
+// DecodeAverageMessages: whole messages (one frame per tensor, concatenated)
+// against DecodeAverageAll per tensor; all or nothing on bad messages.
+namespace adacomp {
+namespace {
+
+struct Messages {
+  std::vector<uint64_t> sizes;              // elements per tensor
+  std::vector<std::vector<uint8_t>> bytes;  // one message per learner
+};
+
+// `learners` messages over tensors of `sizes` elements, tensor id k + 10,
+// each learner with its own codec config (cycled from `configs`).
+Messages MakeMessages(const std::vector<CodecConfig>& configs, int learners,
+                      std::vector<uint64_t> sizes) {
+  Messages m;
+  m.sizes = std::move(sizes);
+  for (int q = 0; q < learners; ++q) {
+    std::vector<uint8_t> msg;
+    for (size_t k = 0; k < m.sizes.size(); ++k) {
+      const CodecConfig& cfg = configs[(static_cast<size_t>(q) + k) % configs.size()];
+      auto c = Compressor::Create(cfg, static_cast<uint32_t>(k + 10), m.sizes[k]);
+      EXPECT_TRUE(c.ok()) << c.status().ToString();
+      EXPECT_TRUE((*c)->Compress(testing::GradientLike(m.sizes[k], 100 * q + k), &msg).ok());
+    }
+    m.bytes.push_back(std::move(msg));
+  }
+  return m;
+}
+
+std::vector<MessageTensor> Tensors(const Messages& m, std::vector<std::vector<float>>* dsts) {
+  std::vector<MessageTensor> t;
+  for (size_t k = 0; k < m.sizes.size(); ++k) {
+    t.push_back({static_cast<uint32_t>(k + 10), std::span<float>((*dsts)[k])});
+  }
+  return t;
+}
+
+std::vector<std::vector<float>> Filled(const Messages& m, float v) {
+  std::vector<std::vector<float>> d;
+  for (uint64_t n : m.sizes) d.emplace_back(n, v);
+  return d;
+}
+
+TEST(DecodeAverageMessagesTest, MatchesDecodeAverageAllPerTensor) {
+  const std::vector<CodecConfig> configs = {
+      Config(Codec::kAdaComp), Config(Codec::kAdaComp, ValueMode::kFp16), Config(Codec::kTopK),
+      Config(Codec::kDense), Config(Codec::kTernGrad), Config(Codec::kOneBit)};
+  for (int learners : {1, 3, 4}) {
+    const Messages m = MakeMessages(configs, learners, {0, 1, 77, 5000, 300000});
+    for (int threads : {1, 2}) {
+      auto got = Filled(m, 3.0f);
+      std::vector<FrameInfo> infos(m.sizes.size() * learners);
+      DecodeOptions o;
+      o.threads = threads;
+      const Status st = DecodeAverageMessages(Spans(m.bytes), Tensors(m, &got), infos, o);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      std::vector<size_t> cursor(static_cast<size_t>(learners), 0);
+      for (size_t k = 0; k < m.sizes.size(); ++k) {
+        std::vector<std::span<const uint8_t>> frames;
+        for (int q = 0; q < learners; ++q) {
+          frames.push_back(std::span<const uint8_t>(m.bytes[q]).subspan(cursor[q]));
+        }
+        std::vector<FrameInfo> want_info(static_cast<size_t>(learners));
+        std::vector<float> want(m.sizes[k], -1.0f);
+        ASSERT_TRUE(DecodeAverageAll(frames, want, want_info).ok());
+        ExpectBitEqual(got[k], want, "tensor " + std::to_string(k));
+        for (int q = 0; q < learners; ++q) {
+          const FrameInfo& fi = infos[k * learners + q];
+          EXPECT_EQ(fi.tensor_id, k + 10);
+          EXPECT_EQ(fi.frame_bytes, want_info[q].frame_bytes);
+          EXPECT_EQ(fi.selected, want_info[q].selected);
+          cursor[q] += fi.frame_bytes;
+        }
+      }
+      for (int q = 0; q < learners; ++q) EXPECT_EQ(cursor[q], m.bytes[q].size());
+    }
+  }
+}
+
+// Runs DecodeAverageMessages on damaged messages: it must fail, leave every
+// dst as it was, and say where.
+void ExpectRejected(const Messages& m, const std::vector<std::vector<uint8_t>>& bytes,
+                    size_t want_message, size_t want_tensor, const std::string& needle) {
+  auto dsts = Filled(m, 0.5f);
+  MessageError where;
+  const Status st = DecodeAverageMessages(Spans(bytes), Tensors(m, &dsts), {}, {}, &where);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(where.message, want_message) << st.ToString();
+  EXPECT_EQ(where.tensor, want_tensor) << st.ToString();
+  EXPECT_NE(st.message().find(needle), std::string::npos) << st.ToString();
+  for (const auto& d : dsts) {
+    for (float v : d) ASSERT_EQ(v, 0.5f);
+  }
+  // Without *error the position is in the text.
+  auto dsts2 = Filled(m, 0.5f);
+  const Status st2 = DecodeAverageMessages(Spans(bytes), Tensors(m, &dsts2));
+  EXPECT_NE(st2.message().find("message " + std::to_string(want_message)), std::string::npos)
+      << st2.ToString();
+}
+
+// Where each frame of a message ends.
+std::vector<size_t> FrameEnds(std::span<const uint8_t> message) {
+  std::vector<size_t> ends;
+  size_t at = 0;
+  FrameInfo fi;
+  while (at < message.size() && InspectFrame(message.subspan(at), &fi).ok()) {
+    at += fi.frame_bytes;
+    ends.push_back(at);
+  }
+  return ends;
+}
+
+TEST(DecodeAverageMessagesTest, TruncatedLeftoverAndCorruptMessagesLeaveDstUntouched) {
+  const Messages m = MakeMessages({Config(Codec::kAdaComp), Config(Codec::kTopK)}, 3,
+                                  {40, 1000, 20000});
+  const auto ends0 = FrameEnds(m.bytes[0]), ends = FrameEnds(m.bytes[1]);
+  ASSERT_EQ(ends.size(), 3u);
+  // Truncated inside each frame, and cut between frames (a frame missing).
+  for (size_t k = 0; k < ends.size(); ++k) {
+    auto cut = m.bytes;
+    cut[1].resize(ends[k] - 3);
+    ExpectRejected(m, cut, 1, k, "truncated");
+    if (k + 1 < ends.size()) {
+      cut = m.bytes;
+      cut[1].resize(ends[k]);
+      ExpectRejected(m, cut, 1, k + 1, "truncated");
+    }
+  }
+  auto empty = m.bytes;
+  empty[2].clear();
+  ExpectRejected(m, empty, 2, 0, "truncated");
+  // Bytes after the last frame: a whole extra frame, or one byte.
+  auto extra = m.bytes;
+  extra[0].insert(extra[0].end(), m.bytes[0].begin(), m.bytes[0].begin() + 20);
+  ExpectRejected(m, extra, 0, 3, "bytes after its last frame");
+  extra = m.bytes;
+  extra[2].push_back(0);
+  ExpectRejected(m, extra, 2, 3, "1 bytes after its last frame");
+  // A flipped byte in the second frame of message 2; the first error in
+  // tensor order wins over a later tensor of an earlier message.
+  auto bad = m.bytes;
+  bad[2][ends[0] + 10] ^= 0x10;
+  bad[0][ends0[1] + 10] ^= 0x10;
+  ExpectRejected(m, bad, 2, 1, "");
+  // Two messages bad at the same tensor: the first message is reported.
+  bad = m.bytes;
+  bad[2][5] ^= 0x01;
+  bad[1][5] ^= 0x01;
+  ExpectRejected(m, bad, 1, 0, "");
+  // Frames in the wrong order (tensor ids do not match).
+  std::vector<std::vector<uint8_t>> swapped = m.bytes;
+  const auto at = [&](size_t i) { return m.bytes[0].begin() + static_cast<std::ptrdiff_t>(i); };
+  swapped[0].assign(at(ends0[0]), at(ends0[1]));
+  swapped[0].insert(swapped[0].end(), at(0), at(ends0[0]));
+  swapped[0].insert(swapped[0].end(), at(ends0[1]), m.bytes[0].end());
+  ExpectRejected(m, swapped, 0, 0, "expected 10");
+}
+
+TEST(DecodeAverageMessagesTest, ArgumentsAreChecked) {
+  const Messages m = MakeMessages({Config(Codec::kAdaComp)}, 2, {100, 10});
+  auto dsts = Filled(m, 1.0f);
+  EXPECT_EQ(DecodeAverageMessages({}, Tensors(m, &dsts)).code(), StatusCode::kInvalidArgument);
+  std::vector<FrameInfo> infos(3);
+  EXPECT_EQ(DecodeAverageMessages(Spans(m.bytes), Tensors(m, &dsts), infos).code(),
+            StatusCode::kInvalidArgument);
+  DecodeOptions o;
+  o.threads = 0;
+  EXPECT_EQ(DecodeAverageMessages(Spans(m.bytes), Tensors(m, &dsts), {}, o).code(),
+            StatusCode::kInvalidArgument);
+  // A destination of the wrong size is the frame's error.
+  std::vector<std::vector<float>> wrong = {std::vector<float>(100, 1.0f),
+                                           std::vector<float>(11, 1.0f)};
+  std::vector<MessageTensor> t = {{10, wrong[0]}, {11, wrong[1]}};
+  MessageError where;
+  EXPECT_FALSE(DecodeAverageMessages(Spans(m.bytes), t, {}, {}, &where).ok());
+  EXPECT_EQ(where.tensor, 1u);
+  for (const auto& d : wrong) {
+    for (float v : d) ASSERT_EQ(v, 1.0f);
+  }
+  for (const auto& d : dsts) {
+    for (float v : d) ASSERT_EQ(v, 1.0f);
+  }
+  // No tensors and empty messages: nothing to do.
+  std::vector<std::vector<uint8_t>> none(2);
+  EXPECT_TRUE(DecodeAverageMessages(Spans(none), {}).ok());
+}
+
+}  // namespace
+}  // namespace adacomp
