@@ -10,6 +10,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   python3-torch pybind11-dev python3-dev libgloo-dev
+  python3-venv python3-pip python3-setuptools python3-wheel
   clang-14 libclang-rt-14-dev
   dataset-fashion-mnist fortunes
   iproute2 nftables
