@@ -14,13 +14,14 @@ What the hook does with each bucket DDP hands it (docs/algorithm.md sections 2, 
    The bin size follows the layer type: conv weights 50, fully-connected and
    LSTM/GRU/RNN weights 500, biases and other tensors 500 (all compressed with
    AdaComp by default; pass ``dense_types=("other",)`` to send them as float32).
-2. All-gathers this rank's concatenated frames through the process group.
-   Lengths differ per rank, so it gathers the lengths first (one int64 per
-   rank), then every rank's frames padded with zeros to the longest.
-3. Every rank writes over each parameter's slice of the bucket the average of
-   every rank's frame of it (adacomp.decompress_average: the frames added in
-   rank order into zero, then divided by the world size), so all replicas
-   apply the same bits.
+2. Sends this rank's frames of the bucket to every other rank (one isend per
+   peer: an 8-byte header, then the frames; no padding; see _Exchange) and
+   returns a future, so that DDP goes on with backward meanwhile.
+3. A thread of the state receives every peer's frames and writes over each
+   parameter's slice of the bucket the average of every rank's frame of it
+   (adacomp.decompress_average: the frames added in rank order into zero,
+   then divided by the world size), so all replicas apply the same bits; then
+   it completes the future.
 
 Compressors are keyed by parameter (its name in ``model`` when a model is
 given, else the order in which the hook first saw it), never by bucket index,
@@ -29,23 +30,23 @@ so DDP's bucket rebuild after the first iteration does not mix residues up.
 checkpoints; pass the same model (parameter names) when resuming.
 
 Statistics (``state.stats()``): "bytes sent" counts the frame bytes only,
-headers and checksums included, as docs/algorithm.md section 5 defines the compression
-rate; the zero padding and the 8-byte length that the Gloo all-gather moves
-besides are counted separately as ``transport_bytes`` (they are an artefact of
-the fixed-size all-gather, not of the code).
+headers and checksums included, as docs/algorithm.md section 5 defines the
+compression rate; ``transport_bytes`` counts every byte handed to the process
+group (frames, the 8-byte headers, second messages).
 
-The hook runs the exchange synchronously and returns an already-completed
-future. Steps are atomic for the state: if a bucket fails on any rank (a NaN
-or Inf in a rank's gradient, which is checked for over the whole bucket before
-anything is compressed; a frame that fails to decode; a failed collective),
-the failing rank still takes part in the length exchange with a failure
-marker, so every rank fails in the same bucket instead of hanging; then every
-rank restores the residues (Compressor.snapshot() at the first compression of
-each parameter in the step, restore() on failure) and statistics to the start
-of the step, sets ``state.step_error`` and fails the rest of the step's
-buckets without communicating. DDP raises the error from ``backward()``; the
-caller skips ``optimizer.step()``, zeroes the gradients and goes on, as if
-that batch had never been drawn (python/README.md).
+Steps are atomic for the state: if a bucket fails on any rank (a NaN or Inf
+in a rank's gradient, which is checked for over the whole bucket before
+anything is compressed; a bucket the hook cannot compress; a frame that fails
+to decode; a failed send or receive), the failing rank still sends every peer
+a failure marker for that bucket, so every rank fails in the same bucket
+instead of hanging; then every rank restores the residues
+(Compressor.snapshot() at the first compression of each parameter in the
+step, restore() on failure) and statistics to the start of the step, sets
+``state.step_error`` and fails the rest of the step's buckets without
+compressing them (their markers are still exchanged). DDP raises the error
+from ``backward()``; the caller skips ``optimizer.step()``, zeroes the
+gradients and goes on, as if that batch had never been drawn
+(python/README.md).
 """
 
 import atexit
