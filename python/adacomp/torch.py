@@ -946,16 +946,9 @@ _LIVE_STATES = weakref.WeakSet()
 def _keep_comm_tensors_past_exit():
     for state in list(_LIVE_STATES):
         # An exchange still in flight at exit (the program left mid-step): give it a
-        # moment, then abort its receives so that its thread is not inside Gloo while
-        # the interpreter finalizes.
-        if not state.wait_idle(timeout=5.0):
-            for ex in list(state._inflight):
-                for _, w in ex.recvs:
-                    try:
-                        w.abort()
-                    except Exception:  # noqa: BLE001 - best effort at exit
-                        pass
-            state.wait_idle(timeout=5.0)
+        # moment to end, so that its thread is not inside Gloo while the interpreter
+        # finalizes. (torch 1.13's Python API cannot abort a pending receive.)
+        state.wait_idle(timeout=5.0)
         _adacomp._keep_past_exit(state._comm_tensors)
         _adacomp._keep_past_exit(state._recv_buffers)
 
