@@ -1,10 +1,22 @@
 #!/usr/bin/env python3
 """Trains a small CNN on Fashion-MNIST with DistributedDataParallel on Gloo,
-with the AdaComp communication hook (default) or without it (--no-hook), and
-prints per-epoch test accuracy and compression rate.
+with the AdaComp communication hook (default), PyTorch's own fp16 or PowerSGD
+hooks, or none, and prints per-epoch test accuracy, time per step, bytes per
+step and (AdaComp) compression rate.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py [--procs 2] [--epochs 2]
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --no-hook
+    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --hook powersgd --powersgd-rank 2
+    PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/ddp_fashion_mnist.py --max-steps 20
+
+Without RANK/WORLD_SIZE/MASTER_ADDR in the environment it spawns --procs
+processes on 127.0.0.1. With them (torchrun, scripts/cluster.sh run --each) this
+process is one rank and joins by env:// rendezvous (MASTER_PORT, default 29500).
+Debian's torch 1.13 torchrun fails on Python 3.11 before it starts any worker
+("'NoneType' object has no attribute 'get'" in elastic/multiprocessing/api.py:
+its Std IntFlag parsing of --redirects/--tee, pytorch/pytorch#92319, fixed in
+torch 2.0); there, pass both as a mapping that names no local rank:
+torchrun --redirects 9:0 --tee 9:0 --nproc_per_node 2 examples/ddp_fashion_mnist.py
 
 The data are the IDX .gz files of Debian's dataset-fashion-mnist package
 (/usr/share/datasets/fashion-mnist); nothing is downloaded. Each of the N
@@ -12,11 +24,28 @@ processes (CPU, one thread each) trains on its shard of every global minibatch
 (N x --batch-size images); the same seed gives the same run.
 
 The compression rate is docs/algorithm.md section 5's: 32 bits x elements / bits of the
-frames actually sent (headers and checksums included, Gloo's padding not).
+frames actually sent (headers and checksums included, the hook's 8-byte message headers not).
+
+Time per step is rank 0's wall time of forward + backward + optimizer step, the
+mean over the steps after --warmup-steps (PowerSGD: after start_powerSGD_iter +
+--warmup-steps), per epoch and over the run. Bytes per step are what one rank
+hands to its collectives per step: AdaComp, the hook's own count of the bytes
+given to isend (frames and 8-byte headers, to every peer: state.transport_bytes);
+no hook and fp16, the gradient bytes all-reduced (4 or 2 bytes x parameters);
+PowerSGD, 4 bytes x the elements it all-reduces (its own counter: uncompressed
+tensors + P + Q). A ring all-reduce of B bytes sends 2(P-1)/P x B per rank
+(B for 2 ranks). Where the interface is known (CLUSTER_IFACE, set by
+scripts/cluster.sh run --each) the link bytes each host sent and received over
+the timed steps are read from /sys/class/net and reported too.
+
+End a DDP process as this one does: dist.barrier() and then
+dist.destroy_process_group(), so that no rank tears its process group down
+while a peer still talks to it.
 """
 
 import argparse
 import gzip
+import json
 import os
 import socket
 import struct
@@ -86,12 +115,108 @@ def evaluate(model, x, y, rank, world):
     return correct[0].item() / correct[1].item()
 
 
+def env_rank():
+    """(rank, world size) from a launcher's environment (torchrun, cluster.sh run --each), or None."""
+    if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def link_bytes(iface):
+    """(tx, rx) bytes of a network interface in this process's namespace, or None."""
+    if not iface:
+        return None
+    try:
+        base = f"/sys/class/net/{iface}/statistics"
+        with open(f"{base}/tx_bytes") as tx, open(f"{base}/rx_bytes") as rx:
+            return int(tx.read()), int(rx.read())
+    except OSError:
+        return None
+
+
+class Hook:
+    """The communication hook in use and how its bytes per step are known."""
+
+    def __init__(self, ddp, model, args, world):
+        self.kind = args.hook
+        self.state = None       # AdaCompState
+        self.psgd = None        # PowerSGDState
+        nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        ring = 2 * (world - 1) / world
+        if self.kind == "adacomp":
+            import adacomp.torch as adt
+            kwargs = {"codec": args.codec, "overlap": not args.no_overlap}
+            if args.bin_size:
+                kwargs["bin_size"] = args.bin_size
+            self.state = adt.register(ddp, **kwargs)
+            self.title = (f"AdaComp hook (codec {args.codec}, "
+                          f"{'no overlap' if args.no_overlap else 'overlap'})")
+            self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
+                              "to every peer; the hook's transport_bytes)")
+        elif self.kind == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+            self.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
+            self.fixed = 2 * nparams
+            self.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters, computed "
+                              f"(a ring sends {ring:g} x that per rank)")
+        elif self.kind == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            self.psgd = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
+            ddp.register_comm_hook(self.psgd, powerSGD_hook.powerSGD_hook)
+            self.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
+                          f"{args.powersgd_start_iter}, min_compression_rate "
+                          f"{self.psgd.min_compression_rate:g})")
+            self.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
+                              "(uncompressed tensors + P + Q; its own counter) "
+                              f"(a ring sends {ring:g} x that per rank)")
+        else:
+            self.title = "no hook (dense all-reduce)"
+            self.fixed = 4 * nparams
+            self.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters, computed "
+                              f"(a ring sends {ring:g} x that per rank)")
+        self.warm = args.warmup_steps + (args.powersgd_start_iter if self.kind == "powersgd" else 0)
+
+    def counter(self):
+        """Cumulative (bytes, frame bytes) of this rank, only differences are meaningful."""
+        if self.state is not None:
+            st = self.state
+            return st.transport_bytes, st.stats()["end_to_end"]["bytes_sent"]
+        if self.psgd is not None:
+            return 4 * self.psgd.total_numel_after_compression, 0
+        return 0, 0
+
+    def step_bytes(self, before, after):
+        if self.state is not None or self.psgd is not None:
+            return after[0] - before[0], after[1] - before[1]
+        return self.fixed, 0
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def median(xs):
+    if not xs:
+        return float("nan")
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
+
+
 def worker(rank, args):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(args.port)
+    if env_rank() is None:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+        dist.init_process_group("gloo", rank=rank, world_size=args.procs)
+    else:
+        os.environ.setdefault("MASTER_PORT", "29500")
+        dist.init_process_group("gloo", init_method="env://")
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo", rank=rank, world_size=args.procs)
-    world = args.procs
+    world = dist.get_world_size()
+    rank = dist.get_rank()
 
     x_train, y_train = load_split(args.data_dir, "train")
     x_test, y_test = load_split(args.data_dir, "t10k")
@@ -101,14 +226,10 @@ def worker(rank, args):
     torch.manual_seed(args.seed)
     model = Cnn()
     ddp = nn.parallel.DistributedDataParallel(model)
-    state = None
-    if not args.no_hook:
-        import adacomp.torch as adt
-        kwargs = {"codec": args.codec}
-        if args.bin_size:
-            kwargs["bin_size"] = args.bin_size
-        state = adt.register(ddp, **kwargs)
+    hook = Hook(ddp, model, args, world)
+    state = hook.state
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    iface = os.environ.get("CLUSTER_IFACE", "")
 
     global_batch = world * args.batch_size
     steps_per_epoch = x_train.shape[0] // global_batch
@@ -116,10 +237,14 @@ def worker(rank, args):
     step = 0
     if rank == 0:
         print(f"# {world} processes x batch {args.batch_size}, {steps_per_epoch} steps/epoch, "
-              f"{sum(p.numel() for p in model.parameters())} parameters, "
-              f"{'AdaComp hook (codec ' + args.codec + ')' if state else 'no hook (dense all-reduce)'}",
+              f"{sum(p.numel() for p in model.parameters())} parameters, {hook.title}",
+              flush=True)
+        print(f"# time per step: mean over steps >= {hook.warm}; bytes per step: {hook.bytes_how}",
               flush=True)
     summary = {}
+    epochs = []
+    all_times, all_bytes, all_frames = [], [], []
+    link_total = torch.zeros(3, dtype=torch.int64)  # tx, rx, timed steps (this rank)
     skipped = 0
     start = time.time()
     for epoch in range(1, args.epochs + 1):
@@ -129,21 +254,28 @@ def worker(rank, args):
         if state:
             state.reset_stats()
         loss_sum = torch.zeros(2, dtype=torch.float64)
+        times, nbytes, nframes = [], [], []
+        link0 = None
         t0 = time.time()
         for i in range(steps_per_epoch):
             if args.max_steps and step >= args.max_steps:
                 break
+            timed = step >= hook.warm
+            if timed and link0 is None:
+                link0 = link_bytes(iface)
             idx = perm[i * global_batch + rank * args.batch_size:
                        i * global_batch + (rank + 1) * args.batch_size]
             xb = x_train[idx]
             if step == args.nan_at and rank == world - 1:
                 xb = xb.clone()
                 xb[0, 0, 0, 0] = float("nan")  # a bad batch on one rank only
+            c0 = hook.counter()
+            ts = time.perf_counter()
             loss = nn.functional.cross_entropy(ddp(xb), y_train[idx])
             opt.zero_grad()
             try:
                 loss.backward()
-            except RuntimeError as exc:
+            except RuntimeError:
                 if state is None or state.step_error is None:
                     raise  # not the hook's: nothing was rolled back
                 # Every rank gets here for the same step; the hook state is as it was
@@ -155,14 +287,37 @@ def worker(rank, args):
                 step += 1
                 continue
             opt.step()
+            if timed:
+                times.append(time.perf_counter() - ts)
+                b, f = hook.step_bytes(c0, hook.counter())
+                nbytes.append(b)
+                nframes.append(f)
             loss_sum[0] += loss.item()
             loss_sum[1] += 1
             step += 1
+        link1 = link_bytes(iface)
+        link = torch.zeros(3, dtype=torch.int64)
+        if link0 is not None and link1 is not None:
+            link[0], link[1], link[2] = link1[0] - link0[0], link1[1] - link0[1], len(times)
+        dist.all_reduce(link)  # summed over hosts
+        link_total += link
         dist.all_reduce(loss_sum)
         acc = evaluate(model, x_test, y_test, rank, world)
         line = (f"epoch {epoch}  steps {step}  train_loss {loss_sum[0].item() / loss_sum[1].item():.4f}"
                 f"  test_acc {acc:.4f}  time {time.time() - t0:.1f}s")
+        ep = {"epoch": epoch, "steps": step, "test_acc": acc,
+              "train_loss": loss_sum[0].item() / loss_sum[1].item(), "timed_steps": len(times),
+              "step_time_mean_s": mean(times), "step_time_median_s": median(times),
+              "bytes_per_step": mean(nbytes)}
         summary = {"test_acc": acc, "steps": step}
+        if times:
+            line += (f"  step {1e3 * mean(times):.1f} ms (median {1e3 * median(times):.1f}, "
+                     f"{len(times)} timed)  bytes/step {mean(nbytes):,.0f}")
+        if link[2] > 0:
+            # Every host's counters over the same steps: per host and step.
+            tx, rx = link[0].item() / link[2].item(), link[1].item() / link[2].item()
+            ep["link_tx_per_host_step"], ep["link_rx_per_host_step"] = tx, rx
+            line += f"  link tx/host/step {tx:,.0f} rx {rx:,.0f}"
         if state:
             st = state.stats()
             e2e = st["end_to_end"]
@@ -173,36 +328,93 @@ def worker(rank, args):
                      f"  sent {e2e['bytes_sent'] / 1e6:.2f} MB of {e2e['bytes_dense'] / 1e6:.1f} MB"
                      f"  selected/bin {e2e['selected_per_bin']:.2f}")
             summary["compression_rate"] = e2e["compression_rate"]
+            ep["compression_rate"] = e2e["compression_rate"]
+            ep["frame_bytes_per_step"] = mean(nframes)
+        epochs.append(ep)
+        all_times += times
+        all_bytes += nbytes
+        all_frames += nframes
         if rank == 0:
             print(line, flush=True)
     if rank == 0:
         extra = f"  compression {summary['compression_rate']:.1f}x" if state else ""
+        if all_times:
+            extra += (f"  step {1e3 * mean(all_times):.1f} ms (median "
+                      f"{1e3 * median(all_times):.1f}, {len(all_times)} timed)"
+                      f"  bytes/step {mean(all_bytes):,.0f}")
+        wall = time.time() - start
         print(f"final: test_acc {summary.get('test_acc', 0):.4f}  steps {summary.get('steps', 0)}"
-              f"{extra}  skipped {skipped}  wall {time.time() - start:.1f}s", flush=True)
+              f"{extra}  skipped {skipped}  wall {wall:.1f}s", flush=True)
+        if args.summary_json:
+            out = {
+                "hook": args.hook, "title": hook.title, "world": world,
+                "batch_size": args.batch_size, "train_images": int(x_train.shape[0]),
+                "test_images": int(x_test.shape[0]), "steps": summary.get("steps", 0),
+                "skipped": skipped, "warmup_steps": hook.warm, "timed_steps": len(all_times),
+                "test_acc": summary.get("test_acc"),
+                "step_time_mean_s": mean(all_times), "step_time_median_s": median(all_times),
+                "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
+                "wall_s": wall, "epochs": epochs,
+                "overlap": (not args.no_overlap) if args.hook == "adacomp" else None,
+                "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
+            }
+            if state:
+                out["frame_bytes_per_step"] = mean(all_frames)
+                out["compression_rate"] = summary.get("compression_rate")
+            if link_total[2] > 0:
+                out["link_tx_per_host_step"] = link_total[0].item() / link_total[2].item()
+                out["link_rx_per_host_step"] = link_total[1].item() / link_total[2].item()
+            with open(args.summary_json, "w") as f:
+                json.dump(out, f, indent=1)
+    # Both ranks reach here before either tears its group down (python/README.md).
+    dist.barrier()
     dist.destroy_process_group()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--procs", type=int, default=2, help="number of DDP processes (default 2)")
+    ap.add_argument("--procs", type=int, default=2,
+                    help="number of DDP processes to spawn (default 2; ignored under a launcher)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images")
     ap.add_argument("--batch-size", type=int, default=32, help="per process")
     ap.add_argument("--lr", type=float, default=0.02)
-    ap.add_argument("--no-hook", action="store_true", help="plain DDP (dense all-reduce)")
-    ap.add_argument("--codec", default="adacomp")
+    ap.add_argument("--hook", choices=("adacomp", "none", "fp16", "powersgd"), default="adacomp",
+                    help="communication hook (default adacomp; none: plain DDP all-reduce)")
+    ap.add_argument("--no-hook", dest="hook", action="store_const", const="none",
+                    help="the same as --hook none")
+    ap.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
     ap.add_argument("--bin-size", type=int, default=0,
-                    help="one bin size for every layer (default: conv 50, fc 500, other 500)")
+                    help="adacomp hook: one bin size for every layer (default: conv 50, fc 500, other 500)")
+    ap.add_argument("--no-overlap", action="store_true",
+                    help="adacomp hook: exchange and decode each bucket inside the hook")
+    ap.add_argument("--powersgd-rank", type=int, default=1,
+                    help="powersgd hook: matrix_approximation_rank (default 1)")
+    ap.add_argument("--powersgd-start-iter", type=int, default=10,
+                    help="powersgd hook: start_powerSGD_iter, plain all-reduce before it (default 10)")
+    ap.add_argument("--warmup-steps", type=int, default=5,
+                    help="steps left out of the time per step (PowerSGD: after start_powerSGD_iter)")
+    ap.add_argument("--summary-json", default="", help="rank 0 writes the run's figures here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nan-at", type=int, default=-1,
                     help="put a NaN in the last rank's batch at this step (shows the skip)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--data-dir", default=DATA_DIR)
-    ap.add_argument("--port", type=int, default=0, help="rendezvous port (0: pick a free one)")
+    ap.add_argument("--port", type=int, default=0, help="rendezvous port when spawning (0: pick a free one)")
     args = ap.parse_args()
+    if args.no_overlap and args.hook != "adacomp":
+        ap.error("--no-overlap applies to --hook adacomp only")
+    if args.hook == "powersgd" and args.powersgd_start_iter < 2:
+        ap.error("--powersgd-start-iter must be at least 2 (torch's PowerSGD with error feedback)")
     if not os.path.exists(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")):
         sys.exit(f"no Fashion-MNIST in {args.data_dir} (apt-get install dataset-fashion-mnist)")
+    if env_rank() is not None:
+        # One rank of a launched job: join by env:// rendezvous in this process.
+        if os.environ["MASTER_ADDR"] in ("127.0.0.1", "localhost", "::1"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        worker(env_rank()[0], args)
+        return
     if args.port == 0:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
