@@ -272,6 +272,7 @@ class AdaCompState:
         self._inflight = collections.deque()  # exchanges started, not finished, in order
         self._cv = threading.Condition()
         self._thread = None
+        self._closing = False
         _LIVE_STATES.add(self)
         if model is not None:
             if isinstance(model, nn.parallel.DistributedDataParallel):
@@ -514,6 +515,20 @@ class AdaCompState:
             self._open = None
             return True
 
+    def close(self, timeout=5.0):
+        """Waits (up to ``timeout`` seconds each) for the exchanges in flight and for the
+        state's exchange thread to end; a later bucket starts a new thread. Called
+        for every live state at interpreter exit. Returns whether the thread ended."""
+        self.wait_idle(timeout)
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+            t = self._thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
     def wait_idle(self, timeout=None):
         """Waits until no exchange of this state is in flight. Returns whether it is idle."""
         with self._cv:
@@ -617,6 +632,7 @@ class AdaCompState:
     def _enqueue(self, ex):
         with self._cv:
             self._inflight.append(ex)
+            self._closing = False
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=_exchange_thread,
                                                 args=(weakref.ref(self),),
@@ -703,7 +719,7 @@ class AdaCompState:
         for (e, _, _), s in zip(ex.layout, ex.stats):
             self._step[e.layer_type].add_compress(s)
         arr = ex.work.numpy()
-        # Per parameter, one call averages every rank's frame in rank order: bit for bit
+        # Per parameter, the average of every rank's frame in rank order: bit for bit
         # zeroing the slice, adding the frames rank after rank and dividing by the world
         # size. The gradient is not state: on a failure below the step is skipped.
         covered = 0  # elements of the bucket outside every parameter's slice are zeroed
@@ -714,30 +730,32 @@ class AdaCompState:
         if covered < arr.size:
             arr[covered:] = 0
         views = [v for _, _, v in received]
-        pos = [0] * len(views)  # each rank's next frame
-        for e, off, n in ex.layout:
+        if ex.layout:
+            # Every rank's message (its frames, one per parameter in bucket order) at
+            # once: all frames and the absence of leftover bytes are checked before
+            # any slice is written.
             try:
-                used = _adacomp.decompress_average([v[p:] for v, p in zip(views, pos)],
-                                                   arr[off:off + n], e.tensor_id)
+                used = _adacomp.decompress_average_messages(
+                    views, [arr[off:off + n] for _, off, n in ex.layout],
+                    [e.tensor_id for e, _, _ in ex.layout])
             except (FrameError, ValueError) as exc:
-                r = getattr(exc, "frame", None)
+                r, k = getattr(exc, "message", None), getattr(exc, "tensor", None)
                 if r is None:
                     raise
-                why = str(exc)
-                prefix = f"frame {r} of {len(views)}: "
-                if why.startswith(prefix):
-                    why = why[len(prefix):]
-                raise type(exc)(f"rank {r}, bucket {ex.index}, parameter "
-                                f"{e.name!r}: {why}") from None
-            c = self._step[e.layer_type]
-            for r, u in enumerate(used):
-                pos[r] += u
-                c.gathered_elements += n
-                c.gathered_bytes += u
-        for r, (p, v) in enumerate(zip(pos, views)):
-            if p != len(v):
-                raise FrameError(f"rank {r}, bucket {ex.index}: {len(v) - p} bytes left "
-                                 f"after the last parameter's frame")
+                if k < len(ex.layout):
+                    where = f"parameter {ex.layout[k][0].name!r}"
+                else:
+                    where = "after the last parameter's frame"
+                raise type(exc)(f"rank {r}, bucket {ex.index}, {where}: {exc}") from None
+            for (e, _, n), lengths in zip(ex.layout, used):
+                c = self._step[e.layer_type]
+                c.gathered_elements += n * len(views)
+                c.gathered_bytes += sum(lengths)
+        else:
+            for r, v in enumerate(views):
+                if len(v):
+                    raise FrameError(f"rank {r}, bucket {ex.index}: {len(v)} bytes for a "
+                                     f"bucket without parameters")
         if ex.work is not ex.buf:
             ex.buf.copy_(ex.work)
 
@@ -906,16 +924,19 @@ class _Exchange:
 
 
 def _exchange_thread(state_ref):
-    """Finishes a state's exchanges in the order they were started (one thread per state)."""
+    """Finishes a state's exchanges in the order they were started (one thread per
+    state); ends when the state is gone or closed with nothing in flight."""
     while True:
         state = state_ref()
         if state is None:
             return
         with state._cv:
             if not state._inflight:
+                if state._closing:
+                    return
                 state._cv.wait(timeout=1.0)
-                if not state._inflight:
-                    continue
+                del state
+                continue
             ex = state._inflight[0]
         state._finish(ex)
         with state._cv:
@@ -945,10 +966,12 @@ _LIVE_STATES = weakref.WeakSet()
 @atexit.register
 def _keep_comm_tensors_past_exit():
     for state in list(_LIVE_STATES):
-        # An exchange still in flight at exit (the program left mid-step): give it a
-        # moment to end, so that its thread is not inside Gloo while the interpreter
-        # finalizes. (torch 1.13's Python API cannot abort a pending receive.)
-        state.wait_idle(timeout=5.0)
+        # The exchange thread must not be running when the interpreter finalizes: a
+        # thread that takes the GIL back then (leaving a wait on Gloo, or the end of
+        # Future.set_result) is ended inside a C++ destructor, which aborts the
+        # process. So: wait for the exchanges in flight (a program that left
+        # mid-step; torch 1.13 cannot abort a receive from Python) and join it.
+        state.close(timeout=5.0)
         _adacomp._keep_past_exit(state._comm_tensors)
         _adacomp._keep_past_exit(state._recv_buffers)
 

@@ -463,6 +463,77 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
   return lengths;
 }
 
+// Several ranks' messages for a set of tensors (adacomp::DecodeAverageMessages):
+// messages[r] is rank r's frames, one per tensor in order; outs[k] (float32,
+// writable) receives the average of tensor k over the messages. Everything is
+// validated before any out is written. Returns [[frame bytes of tensor k in
+// message r for r] for k]. Errors: FrameError / ValueError with attributes
+// `message` (the rank) and `tensor` (its index; len(outs) for bytes left over
+// after a message's last frame), the message text without that context.
+std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence& messages,
+                                                             const py::sequence& outs,
+                                                             const py::sequence& tensor_ids) {
+  for (const py::sequence* seq : {&messages, &outs, &tensor_ids}) {
+    if (py::isinstance<py::str>(*seq) || py::isinstance<py::bytes>(*seq) ||
+        py::isinstance<py::bytearray>(*seq) || py::isinstance<py::memoryview>(*seq)) {
+      throw py::value_error("messages, outs and tensor_ids must be sequences (lists), not a "
+                            "single buffer");
+    }
+  }
+  const size_t count = py::len(messages);
+  const size_t tensors = py::len(outs);
+  if (count == 0) throw py::value_error("messages is empty; nothing to average");
+  if (py::len(tensor_ids) != tensors) {
+    throw py::value_error("outs has " + std::to_string(tensors) + " entries, tensor_ids " +
+                          std::to_string(py::len(tensor_ids)));
+  }
+  std::vector<py::buffer_info> holders(count);
+  std::vector<std::span<const uint8_t>> spans(count);
+  for (size_t r = 0; r < count; ++r) {
+    py::object item = messages[r];
+    const std::string what = "messages[" + std::to_string(r) + "]";
+    if (!py::isinstance<py::buffer>(item)) {
+      throw py::value_error(what + " must be a bytes-like object, got " +
+                            std::string(py::str(py::type::of(item).attr("__name__"))));
+    }
+    spans[r] = RequestBytes(item.cast<py::buffer>(), &holders[r], what.c_str());
+  }
+  std::vector<py::buffer_info> out_holders(tensors);
+  std::vector<MessageTensor> specs(tensors);
+  for (size_t k = 0; k < tensors; ++k) {
+    py::object item = outs[k];
+    if (!py::isinstance<py::buffer>(item)) {
+      throw py::value_error("outs[" + std::to_string(k) + "] must be a float32 array");
+    }
+    specs[k].dst = RequestOut(item.cast<py::buffer>(), &out_holders[k]);
+    specs[k].tensor_id = py::cast<uint32_t>(tensor_ids[k]);
+  }
+  std::vector<FrameInfo> infos(count * tensors);
+  MessageError where;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = DecodeAverageMessages(spans, specs, infos, DecodeOptions{}, &where);
+  }
+  if (!status.ok()) {
+    const std::string& msg = status.message().empty() ? status.ToString() : status.message();
+    PyObject* type = status.code() == StatusCode::kInvalidArgument ? PyExc_ValueError
+                                                                    : g_frame_error;
+    py::object exc =
+        py::reinterpret_steal<py::object>(PyObject_CallFunction(type, "s", msg.c_str()));
+    if (!exc) throw py::error_already_set();
+    exc.attr("message") = py::int_(where.message);
+    exc.attr("tensor") = py::int_(where.tensor);
+    PyErr_SetObject(type, exc.ptr());
+    throw py::error_already_set();
+  }
+  std::vector<std::vector<uint64_t>> lengths(tensors, std::vector<uint64_t>(count));
+  for (size_t k = 0; k < tensors; ++k) {
+    for (size_t r = 0; r < count; ++r) lengths[k][r] = infos[k * count + r].frame_bytes;
+  }
+  return lengths;
+}
+
 py::dict Inspect(const py::buffer& frame, std::optional<uint32_t> expected_tensor_id,
                  std::optional<uint64_t> max_frame_bytes, std::optional<uint64_t> max_elements) {
   py::buffer_info holder;
@@ -528,6 +599,8 @@ PYBIND11_MODULE(_adacomp, m) {
   m.def("decompress_average", &adacomp::DecompressAverage, py::arg("frames"), py::arg("out"),
         py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
         py::arg("max_elements") = py::none(), py::arg("threads") = 1);
+  m.def("decompress_average_messages", &adacomp::DecompressAverageMessages,
+        py::arg("messages"), py::arg("outs"), py::arg("tensor_ids"));
   m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
