@@ -27,6 +27,7 @@ __all__ = [
     "FrameError",
     "decompress_add",
     "decompress_average",
+    "decompress_average_messages",
     "inspect",
     "iter_frames",
     "find_non_finite",
@@ -172,6 +173,28 @@ def decompress_average(frames, out, expected_tensor_id=None, max_frame_bytes=Non
     frames = [_as_buffer(f, f"frames[{j}]") for j, f in enumerate(frames)]
     return _adacomp.decompress_average(frames, _as_buffer(out, "out"), expected_tensor_id,
                                        max_frame_bytes, max_elements, int(threads))
+
+
+def decompress_average_messages(messages, outs, tensor_ids):
+    """Decodes several ranks' messages for a set of tensors at once.
+
+    ``messages[r]`` is rank r's contribution: one frame per tensor, back to back,
+    in the order of ``outs`` (bytes-like or CPU uint8 tensors, read in place).
+    ``outs[k]`` (float32, writable) receives tensor k's average over the
+    messages, bit for bit what ``decompress_average`` of the messages' k-th
+    frames gives; ``tensor_ids[k]`` is the tensor id its frames must carry.
+    Every frame is validated, and every message must end right after its last
+    frame, before any ``out`` is written. Returns ``[[frame bytes of tensor k
+    in message r for r] for k]``. Raises FrameError (ValueError for bad
+    arguments) with attributes ``message`` (the rank) and ``tensor`` (k, or
+    ``len(outs)`` for bytes left after a message's last frame); every ``out``
+    is then untouched.
+    """
+    if isinstance(messages, (bytes, bytearray, memoryview, str)):
+        raise ValueError("messages must be a sequence of bytes-like objects (one per rank)")
+    messages = [_as_buffer(m, f"messages[{r}]") for r, m in enumerate(messages)]
+    outs = [_as_buffer(o, f"outs[{k}]") for k, o in enumerate(outs)]
+    return _adacomp.decompress_average_messages(messages, outs, [int(t) for t in tensor_ids])
 
 
 def inspect(frame, expected_tensor_id=None, max_frame_bytes=None, max_elements=None):

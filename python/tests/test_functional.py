@@ -359,6 +359,67 @@ class DecompressAverageTest(unittest.TestCase):
         np.testing.assert_array_equal(ro, np.zeros(n, np.float32))
 
 
+class DecompressAverageMessagesTest(unittest.TestCase):
+    """Every rank's message (one frame per tensor, back to back) decoded at once."""
+
+    SIZES = [300, 50, 1001]
+
+    def messages(self, rng, count):
+        msgs = []
+        for _ in range(count):
+            comps = [adacomp.Compressor(n, bin_size=50, tensor_id=10 + i)
+                     for i, n in enumerate(self.SIZES)]
+            msgs.append(b"".join(c.compress(sparse_gradient(rng, n))
+                                 for c, n in zip(comps, self.SIZES)))
+        return msgs
+
+    def split(self, msg):
+        frames, pos = [], 0
+        while pos < len(msg):
+            n = adacomp.inspect(msg[pos:])["frame_bytes"]
+            frames.append(msg[pos:pos + n])
+            pos += n
+        return frames
+
+    def test_equals_tensor_by_tensor_average(self):
+        rng = np.random.default_rng(31)
+        for count in (1, 2, 5):
+            msgs = self.messages(rng, count)
+            outs = [np.full(n, 7.0, np.float32) for n in self.SIZES]
+            used = adacomp.decompress_average_messages(
+                [memoryview(m) for m in msgs], outs, [10, 11, 12])
+            per_rank = [self.split(m) for m in msgs]
+            for k, n in enumerate(self.SIZES):
+                frames = [p[k] for p in per_rank]
+                assert_bits_equal(self, outs[k], average_reference(frames, n), f"tensor {k}")
+                self.assertEqual(used[k], [len(f) for f in frames])
+
+    def test_bad_messages_change_nothing(self):
+        rng = np.random.default_rng(32)
+        msgs = self.messages(rng, 3)
+        cases = {
+            "leftover": (2, len(self.SIZES), msgs[:2] + [msgs[2] + b"\0\0\0"]),
+            "truncated": (1, len(self.SIZES) - 1, [msgs[0], msgs[1][:-3], msgs[2]]),
+        }
+        bad = bytearray(msgs[0])
+        bad[-6] ^= 0x10  # inside the last frame: its checksum fails
+        cases["corrupt"] = (0, len(self.SIZES) - 1, [bytes(bad)] + msgs[1:])
+        for what, (rank, tensor, m) in cases.items():
+            outs = [np.full(n, 3.0, np.float32) for n in self.SIZES]
+            with self.assertRaises(adacomp.FrameError, msg=what) as cm:
+                adacomp.decompress_average_messages(m, outs, [10, 11, 12])
+            self.assertEqual((cm.exception.message, cm.exception.tensor), (rank, tensor), what)
+            for o in outs:
+                self.assertTrue(np.all(o == 3.0), what)
+        outs = [np.zeros(n, np.float32) for n in self.SIZES]
+        with self.assertRaises(ValueError):
+            adacomp.decompress_average_messages([], outs, [10, 11, 12])
+        with self.assertRaises(ValueError):
+            adacomp.decompress_average_messages(msgs, outs, [10, 11])
+        with self.assertRaises(ValueError):  # wrong tensor ids (a ValueError, as in decompress_add)
+            adacomp.decompress_average_messages(msgs, outs, [11, 10, 12])
+
+
 class CompressorThreadsTest(unittest.TestCase):
     def test_threads_give_same_frames_and_residue(self):
         n = (1 << 20) + 37
