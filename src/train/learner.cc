@@ -1,17 +1,12 @@
-// The per-learner training loop (docs/algorithm.md sections 2, 3 and 5) and the two ways
-// of hosting learners: Train() (threads in this process) and TrainLearner()
-// (one learner over a caller's Communicator, e.g. MPI).
+// The per-learner training loop (docs/algorithm.md sections 2, 3 and 5).
 //
 // One step on every learner:
 //   compute     forward/backward on this learner's shard of the global batch
-//   agree       AllGatherV of {first non-finite tensor or -1, loss}: if any
-//               learner has a NaN/Inf the step is skipped everywhere before
-//               any residue, weight or optimizer state changes
-//   compress    one frame per tensor, concatenated into one message
-//   communicate AllGatherV of the messages (dense: AllReduceSum of float32)
-//   decompress  DecodeAccumulate of every learner's frame per tensor, in
-//               rank order, into a zeroed buffer; divided by P
-//   update      SGD+momentum or Adam on the averaged gradient
+//   exchange    GradientExchange::Step (include/adacomp/exchange.h): agree on
+//               finiteness (a NaN/Inf anywhere skips the step everywhere
+//               before any residue, weight or optimizer state changes) and
+//               share the losses, compress, all-gather, decode-average
+//   update      SGD+momentum or Adam on the averaged gradient (optimizer.h)
 // All learners apply the same bytes in the same order, so replicas stay
 // bit-identical; each uses one torch intra-op thread, so nothing depends on
 // how many learners compute at once.
@@ -19,338 +14,35 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
-#include <semaphore>
-#include <sstream>
-#include <thread>
 
+#include "adacomp/exchange.h"
 #include "adacomp/trainer.h"
-#include "core/simd.h"
-#include "checkpoint.h"
-#include "data.h"
+#include "batches.h"
+#include "byte_io.h"
+#include "learner.h"
 #include "models.h"
+#include "optimizer.h"
+#include "options.h"
 #include "rng.h"
+#include "run_checkpoint.h"
 #include "sha256.h"
+#include "totals.h"
 
-namespace adacomp {
-namespace train {
+namespace adacomp::train {
 namespace {
-
-static_assert(std::endian::native == std::endian::little,
-              "checkpoints and digests assume a little-endian host");
 
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-constexpr const char* kDefaultImageDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kDefaultTextDir = "/usr/share/games/fortunes";
-
-// ---------------------------------------------------------------- data
-
-struct Data {
-  std::string description;
-  bool text = false;
-  ImageSet train, test;
-  float mean = 0.0f, inv_std = 1.0f;
-  std::vector<uint8_t> train_text, test_text;
-  int64_t seq_len = 0;
-  int64_t train_count = 0, test_count = 0;
-  std::vector<std::string> notes;
-};
-
-Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
-  auto d = std::make_shared<Data>();
-  if (o.model == "char-lstm") {
-    std::string path = o.data_dir.empty() ? kDefaultTextDir : o.data_dir;
-    ADACOMP_ASSIGN_OR_RETURN(TextCorpus corpus, LoadTextCorpus(path));
-    d->text = true;
-    d->seq_len = o.seq_len;
-    d->train_text = std::move(corpus.train);
-    d->test_text = std::move(corpus.test);
-    d->train_count = (static_cast<int64_t>(d->train_text.size()) - 1) / o.seq_len;
-    d->test_count = (static_cast<int64_t>(d->test_text.size()) - 1) / o.seq_len;
-    if (d->train_count < 1 || d->test_count < 1) {
-      return Status::InvalidArgument(path + ": too little text for sequences of " +
-                                     std::to_string(o.seq_len) + " characters");
-    }
-    d->description = "text:" + path + " (" + std::to_string(corpus.files.size()) + " files)";
-  } else {
-    bool cifar = o.model == "cifar-cnn" && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
-    if (cifar) {
-      ADACOMP_ASSIGN_OR_RETURN(d->train, LoadCifarDir(o.data_dir, true));
-      ADACOMP_ASSIGN_OR_RETURN(d->test, LoadCifarDir(o.data_dir, false));
-      d->description = "cifar-10";
-    } else {
-      std::string dir = o.data_dir.empty() ? kDefaultImageDir : o.data_dir;
-      ADACOMP_ASSIGN_OR_RETURN(d->train, LoadMnistDir(dir, true));
-      ADACOMP_ASSIGN_OR_RETURN(d->test, LoadMnistDir(dir, false));
-      d->description = o.data_dir.empty() ? "fashion-mnist" : "idx:" + dir;
-      if (o.model == "cifar-cnn") {
-        d->train = PadTo32x32x3(d->train);
-        d->test = PadTo32x32x3(d->test);
-        d->description += "-32x32x3";
-        d->notes.push_back(
-            "cifar-cnn: no CIFAR-10 batches given (--data-dir DIR with data_batch_1.bin): "
-            "training on " +
-            d->description + " (28x28 images padded to 32x32, repeated over 3 channels)");
-      }
-    }
-    d->train_count = d->train.count;
-    d->test_count = d->test.count;
-  }
-  if (o.train_limit > 0) d->train_count = std::min(d->train_count, o.train_limit);
-  if (o.test_limit > 0) d->test_count = std::min(d->test_count, o.test_limit);
-  if (!d->text) {
-    // Normalise with the mean and standard deviation of the training pixels used.
-    double sum = 0, sum2 = 0;
-    size_t n = static_cast<size_t>(d->train_count * d->train.image_bytes());
-    for (size_t i = 0; i < n; ++i) {
-      double v = d->train.pixels[i] / 255.0;
-      sum += v;
-      sum2 += v * v;
-    }
-    double mean = sum / static_cast<double>(n);
-    double var = std::max(sum2 / static_cast<double>(n) - mean * mean, 1e-6);
-    d->mean = static_cast<float>(mean);
-    d->inv_std = static_cast<float>(1.0 / std::sqrt(var));
-  }
-  return std::shared_ptr<const Data>(std::move(d));
-}
-
-// Builds the inputs and targets of examples idx[0..n).
-void FillBatch(const Data& d, bool train, const int64_t* idx, int64_t n, torch::Tensor* x,
-               torch::Tensor* y) {
-  if (d.text) {
-    const auto& bytes = train ? d.train_text : d.test_text;
-    int64_t t_len = d.seq_len;
-    *x = torch::empty({n, t_len}, torch::kInt64);
-    *y = torch::empty({n, t_len}, torch::kInt64);
-    int64_t* px = x->data_ptr<int64_t>();
-    int64_t* py = y->data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* s = bytes.data() + idx[i] * t_len;
-      for (int64_t t = 0; t < t_len; ++t) {
-        px[i * t_len + t] = s[t];
-        py[i * t_len + t] = s[t + 1];
-      }
-    }
-    return;
-  }
-  const ImageSet& set = train ? d.train : d.test;
-  int64_t img = set.image_bytes();
-  *x = torch::empty({n, set.channels, set.height, set.width}, torch::kFloat32);
-  *y = torch::empty({n}, torch::kInt64);
-  float* px = x->data_ptr<float>();
-  int64_t* py = y->data_ptr<int64_t>();
-  const float scale = 1.0f / 255.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* s = set.pixels.data() + idx[i] * img;
-    for (int64_t k = 0; k < img; ++k) px[i * img + k] = (s[k] * scale - d.mean) * d.inv_std;
-    py[i] = set.labels[static_cast<size_t>(idx[i])];
-  }
-}
-
-torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& y, bool sum) {
-  auto flat = logits.reshape({-1, logits.size(-1)});
-  auto opts = torch::nn::functional::CrossEntropyFuncOptions();
-  if (sum) {
-    opts.reduction(torch::kSum);
-  } else {
-    opts.reduction(torch::kMean);
-  }
-  return torch::nn::functional::cross_entropy(flat, y.reshape({-1}), opts);
-}
-
-// ---------------------------------------------------------------- options
-
-std::string ShortDouble(double v) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%g", v);
-  return b;
-}
-
-double DefaultLr(const std::string& model, const std::string& optimizer) {
-  if (optimizer == "adam") return model == "char-lstm" ? 2e-3 : 1e-3;
-  if (model == "char-lstm") return 1.0;
-  if (model == "fc-dnn") return 0.05;
-  return 0.02;
-}
-
-Result<TrainOptions> Resolve(const TrainOptions& in) {
-  TrainOptions o = in;
-  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  auto names = ModelNames();
-  if (std::find(names.begin(), names.end(), o.model) == names.end()) {
-    return bad("--model '" + o.model + "' is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or " +
-               "char-lstm)");
-  }
-  if (o.learners < 1 || o.learners > 4096) return bad("--learners must be between 1 and 4096");
-  if (o.batch_size < o.learners) {
-    return bad("--batch-size " + std::to_string(o.batch_size) + " is smaller than --learners " +
-               std::to_string(o.learners));
-  }
-  if (o.batch_size % o.learners != 0) {
-    return bad("--batch-size " + std::to_string(o.batch_size) +
-               " is not a multiple of --learners " + std::to_string(o.learners) +
-               " (every learner takes an equal shard)");
-  }
-  if (o.steps < 0) return bad("--steps must be >= 0");
-  if (o.steps == 0 && o.epochs < 1) return bad("--epochs must be >= 1");
-  if (o.optimizer != "sgd" && o.optimizer != "adam") {
-    return bad("--optimizer '" + o.optimizer + "' is unknown (expected sgd or adam)");
-  }
-  if (o.lr == 0) o.lr = DefaultLr(o.model, o.optimizer);
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
-  if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
-  if (o.weight_decay < 0) return bad("--weight-decay must be >= 0");
-  if (!(o.lr_decay_factor > 0)) return bad("--lr-decay-factor must be > 0");
-  if (o.threads < 0) return bad("--threads must be >= 0");
-  if (o.log_every < 1) return bad("--log-every must be >= 1");
-  if (o.max_bad_steps < 1) return bad("--max-bad-steps must be >= 1");
-  if (o.checkpoint_every < 0) return bad("--checkpoint-every must be >= 0");
-  if (o.resume && o.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
-  if (o.keep_checkpoints < 1) return bad("--keep-checkpoints must be >= 1");
-  if (o.seq_len < 2 || o.seq_len > 4096) return bad("--seq-len must be between 2 and 4096");
-  if (o.hidden < 1 || o.embed < 1) return bad("--hidden and --embed must be >= 1");
-  Status codec_ok = o.codec.Validate();
-  if (!codec_ok.ok()) return bad(codec_ok.message());
-  for (const auto& inj : o.inject_nan) {
-    if (inj.learner < 0 || inj.learner >= o.learners || inj.step < 0 || inj.tensor < 0) {
-      return bad("a NaN injection names a learner, step or tensor that does not exist");
-    }
-  }
-  return o;
-}
-
-// Settings a checkpoint must agree with to be resumed.
-std::string Fingerprint(const TrainOptions& o, const std::string& data) {
-  std::ostringstream s;
-  s.precision(17);
-  s << "model=" << o.model << ";data=" << data << ";codec=" << CodecName(o.codec.codec)
-    << ";values=" << ValueModeName(o.codec.values) << ";density=" << o.codec.density
-    << ";tau=" << o.codec.tau << ";codec_seed=" << o.codec.seed << ";bin=" << o.bin_size
-    << ";learners=" << o.learners << ";batch=" << o.batch_size << ";seed=" << o.seed
-    << ";optimizer=" << o.optimizer << ";lr=" << o.lr << ";momentum=" << o.momentum
-    << ";wd=" << o.weight_decay << ";betas=" << o.adam_beta1 << "," << o.adam_beta2
-    << ";eps=" << o.adam_eps << ";decay=" << o.lr_decay_factor << "@";
-  for (auto e : o.lr_decay_epochs) s << e << ",";
-  s << ";train_limit=" << o.train_limit << ";seq=" << o.seq_len << ";hidden=" << o.hidden
-    << ";embed=" << o.embed;
-  return s.str();
-}
-
-// ---------------------------------------------------------------- helpers
-
-// Limits how many learner threads compute at once (never held across a collective).
-class Gate {
- public:
-  explicit Gate(int slots) : sem_(slots) {}
-  void Acquire() { sem_.acquire(); }
-  void Release() { sem_.release(); }
-
- private:
-  std::counting_semaphore<4096> sem_;
-};
-
-class GateHold {
- public:
-  explicit GateHold(Gate* g) : g_(g) {
-    if (g_) g_->Acquire();
-  }
-  ~GateHold() {
-    if (g_) g_->Release();
-  }
-  GateHold(const GateHold&) = delete;
-  GateHold& operator=(const GateHold&) = delete;
-
- private:
-  Gate* g_;
-};
-
-// Byte and selection counts per layer type.
-struct Totals {
-  uint64_t wire[kLayerTypeCount] = {};
-  uint64_t dense[kLayerTypeCount] = {};
-  uint64_t selected[kLayerTypeCount] = {};
-  uint64_t bins[kLayerTypeCount] = {};
-  void Add(const Totals& o) {
-    for (int t = 0; t < kLayerTypeCount; ++t) {
-      wire[t] += o.wire[t];
-      dense[t] += o.dense[t];
-      selected[t] += o.selected[t];
-      bins[t] += o.bins[t];
-    }
-  }
-  uint64_t WireAll() const { return wire[0] + wire[1] + wire[2] + wire[3]; }
-  uint64_t DenseAll() const { return dense[0] + dense[1] + dense[2] + dense[3]; }
-  void Rates(const bool present[], std::optional<double> (&rate)[kLayerTypeCount],
-             double* end_to_end) const {
-    for (int t = 0; t < kLayerTypeCount; ++t) {
-      rate[t] = (present[t] && wire[t] > 0)
-                    ? std::optional<double>(static_cast<double>(dense[t]) / wire[t])
-                    : std::nullopt;
-    }
-    *end_to_end = WireAll() ? static_cast<double>(DenseAll()) / WireAll() : 0.0;
-  }
-  void SelectedPerBin(std::optional<double> (&out)[kLayerTypeCount]) const {
-    for (int t = 0; t < kLayerTypeCount; ++t) {
-      out[t] = bins[t] ? std::optional<double>(static_cast<double>(selected[t]) / bins[t])
-                       : std::nullopt;
-    }
-  }
-};
-
-class ByteWriter {
- public:
-  template <typename T>
-  void Put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
-  }
-  void PutBytes(std::span<const uint8_t> b) {
-    Put<uint64_t>(b.size());
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  }
-  std::vector<uint8_t> bytes;
-};
-
-class ByteReader {
- public:
-  ByteReader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
-  template <typename T>
-  Status Get(T* v) {
-    if (b_.size() - pos_ < sizeof(T)) return Status::Corruption(what_ + " is truncated");
-    std::memcpy(v, b_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return Status::OK();
-  }
-  Status GetBytes(std::span<const uint8_t>* out) {
-    uint64_t n = 0;
-    ADACOMP_RETURN_IF_ERROR(Get(&n));
-    if (b_.size() - pos_ < n) return Status::Corruption(what_ + " is truncated");
-    *out = b_.subspan(pos_, n);
-    pos_ += n;
-    return Status::OK();
-  }
-  bool AtEnd() const { return pos_ == b_.size(); }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  std::string what_;
-};
-
-// ---------------------------------------------------------------- learner
 
 struct Timing {
   double compute = 0, compress = 0, communicate = 0, decompress = 0, update = 0;
@@ -390,15 +82,14 @@ class Learner {
     }
     return lr;
   }
-  bool Dense() const { return o_.codec.codec == Codec::kDense; }
-  std::vector<uint8_t> CompressorStates() const;
-  std::vector<uint8_t> OptimizerState() const;
-  Status LoadOptimizerState(std::span<const uint8_t> bytes, const std::string& origin);
+  RunState State() const {
+    return {steps_done_, skipped_, consecutive_bad_, run_totals_, epoch_totals_, epoch_loss_sum_,
+            epoch_loss_count_};
+  }
   std::string WeightsDigest() const;
   std::string StateDigest() const;
   std::vector<uint8_t> WeightsBytes() const;
   Status SetWeights(std::span<const uint8_t> bytes, const std::string& origin);
-  void ApplyUpdate(double lr);
 
   TrainOptions o_;
   Communicator& comm_;
@@ -407,16 +98,12 @@ class Learner {
   int rank_, p_;
 
   Model model_;
-  std::vector<std::unique_ptr<Compressor>> compressors_;
+  std::unique_ptr<GradientExchange> exchange_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::vector<uint32_t> bin_sizes_;
-  std::vector<size_t> offsets_;  // of each tensor in the flat gradient buffer
-  size_t total_elements_ = 0;
-  std::vector<float> agg_;  // the averaged gradient, flat
-  std::vector<std::span<const uint8_t>> frame_spans_;  // per learner, the current tensor's frame
-  std::vector<FrameInfo> frame_infos_;
+  std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
-  std::vector<torch::Tensor> buf1_, buf2_;  // momentum / Adam moments
-  int64_t adam_step_ = 0;
+  std::vector<std::span<const float>> grad_spans_;
   bool present_[kLayerTypeCount] = {};
   std::string fingerprint_;
 
@@ -432,8 +119,6 @@ class Learner {
   int64_t window_loss_count_ = 0;
   double last_window_loss_ = NAN;
   Timing timing_;
-  std::vector<uint8_t> message_;
-  GatheredBuffers gathered_;
   std::vector<EpochMetrics> epochs_;
   std::unique_ptr<std::ofstream> metrics_file_;
 };
@@ -464,29 +149,29 @@ Status Learner::Setup() {
   ADACOMP_RETURN_IF_ERROR(comm_.Broadcast(w, 0));
   ADACOMP_RETURN_IF_ERROR(SetWeights(w, "rank 0's initial weights"));
 
+  // One compressor per tensor, seeded per run, learner and tensor.
+  std::vector<ExchangeTensor> tensors;
   for (size_t t = 0; t < model_.params.size(); ++t) {
     const Param& p = model_.params[t];
     present_[static_cast<int>(p.type)] = true;
-    offsets_.push_back(total_elements_);
-    total_elements_ += static_cast<size_t>(p.elements);
     uint32_t bin = o_.bin_size ? o_.bin_size : DefaultBinSize(p.type);
     bin_sizes_.push_back(bin);
-    if (!Dense()) {
-      CodecConfig c = o_.codec;
-      c.bin_size = bin;
-      c.seed = MixSeed(MixSeed(o_.codec.seed ^ o_.seed, static_cast<uint64_t>(rank_)), t);
-      ADACOMP_ASSIGN_OR_RETURN(auto comp, Compressor::Create(c, static_cast<uint32_t>(t),
-                                                             static_cast<uint64_t>(p.elements)));
-      compressors_.push_back(std::move(comp));
-    }
-    buf1_.push_back(torch::zeros_like(p.tensor).detach());
-    if (o_.optimizer == "adam") buf2_.push_back(torch::zeros_like(p.tensor).detach());
+    ExchangeTensor x;
+    x.name = p.name;
+    x.elements = static_cast<uint64_t>(p.elements);
+    x.codec = o_.codec;
+    x.codec.bin_size = bin;
+    x.codec.seed = MixSeed(MixSeed(o_.codec.seed ^ o_.seed, static_cast<uint64_t>(rank_)), t);
+    tensors.push_back(std::move(x));
   }
-  agg_.assign(total_elements_, 0.0f);
+  ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, std::move(tensors)));
+  optimizer_ = std::make_unique<Optimizer>(o_, model_.params);
+  agg_.assign(exchange_->total_elements(), 0.0f);
   for (size_t t = 0; t < model_.params.size(); ++t) {
-    agg_views_.push_back(torch::from_blob(agg_.data() + offsets_[t],
+    agg_views_.push_back(torch::from_blob(agg_.data() + exchange_->offset(t),
                                           model_.params[t].tensor.sizes(), torch::kFloat32));
   }
+  grad_spans_.resize(model_.params.size());
   steps_per_epoch_ = data_->train_count / o_.batch_size;
   if (steps_per_epoch_ < 1) {
     return Status::InvalidArgument("--batch-size " + std::to_string(o_.batch_size) +
@@ -533,236 +218,39 @@ std::string Learner::WeightsDigest() const {
   return h.HexDigest();
 }
 
-std::vector<uint8_t> Learner::CompressorStates() const {
-  ByteWriter w;
-  w.Put<uint64_t>(compressors_.size());
-  for (const auto& c : compressors_) w.PutBytes(c->SaveState());
-  return std::move(w.bytes);
-}
-
-std::vector<uint8_t> Learner::OptimizerState() const {
-  ByteWriter w;
-  w.Put<int64_t>(adam_step_);
-  w.Put<uint64_t>(buf1_.size() + buf2_.size());
-  for (const auto* bufs : {&buf1_, &buf2_}) {
-    for (const auto& b : *bufs) {
-      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data_ptr<float>()),
-                                          static_cast<size_t>(b.numel()) * sizeof(float)));
-    }
-  }
-  return std::move(w.bytes);
-}
-
-Status Learner::LoadOptimizerState(std::span<const uint8_t> bytes, const std::string& origin) {
-  ByteReader r(bytes, origin + ": optimizer state");
-  int64_t step = 0;
-  uint64_t count = 0;
-  ADACOMP_RETURN_IF_ERROR(r.Get(&step));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
-  if (count != buf1_.size() + buf2_.size()) {
-    return Status::Corruption(origin + ": optimizer state has " + std::to_string(count) +
-                              " buffers, expected " + std::to_string(buf1_.size() + buf2_.size()));
-  }
-  std::vector<std::span<const uint8_t>> parts(count);
-  size_t k = 0;
-  for (auto* bufs : {&buf1_, &buf2_}) {
-    for (auto& b : *bufs) {
-      ADACOMP_RETURN_IF_ERROR(r.GetBytes(&parts[k]));
-      if (parts[k].size() != static_cast<size_t>(b.numel()) * sizeof(float)) {
-        return Status::Corruption(origin + ": optimizer buffer " + std::to_string(k) +
-                                  " has the wrong size");
-      }
-      ++k;
-    }
-  }
-  k = 0;
-  for (auto* bufs : {&buf1_, &buf2_}) {
-    for (auto& b : *bufs) {
-      std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
-      ++k;
-    }
-  }
-  adam_step_ = step;
-  return Status::OK();
-}
-
 std::string Learner::StateDigest() const {
   Sha256 h;
-  h.Update(CompressorStates());
-  h.Update(OptimizerState());
+  h.Update(CompressorStates(*exchange_));
+  h.Update(optimizer_->State());
   return h.HexDigest();
 }
 
-std::vector<uint8_t> TotalsBytes(const Totals& t) {
-  ByteWriter w;
-  for (int k = 0; k < kLayerTypeCount; ++k) {
-    w.Put(t.wire[k]);
-    w.Put(t.dense[k]);
-    w.Put(t.selected[k]);
-    w.Put(t.bins[k]);
-  }
-  return std::move(w.bytes);
-}
-
-Status ReadTotals(std::span<const uint8_t> b, const std::string& what, Totals* t) {
-  ByteReader r(b, what);
-  for (int k = 0; k < kLayerTypeCount; ++k) {
-    ADACOMP_RETURN_IF_ERROR(r.Get(&t->wire[k]));
-    ADACOMP_RETURN_IF_ERROR(r.Get(&t->dense[k]));
-    ADACOMP_RETURN_IF_ERROR(r.Get(&t->selected[k]));
-    ADACOMP_RETURN_IF_ERROR(r.Get(&t->bins[k]));
-  }
-  return Status::OK();
-}
-
 Status Learner::SaveCheckpoint() {
-  std::vector<uint8_t> mine = CompressorStates();
-  GatheredBuffers all;
-  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(mine, &all));
-  uint8_t ok = 1;
-  Status write_status;
-  if (rank_ == 0) {
-    CheckpointBuilder b;
-    b.AddString("fingerprint", fingerprint_);
-    b.AddU64("steps_done", static_cast<uint64_t>(steps_done_));
-    b.AddU64("epoch", static_cast<uint64_t>(steps_done_ / steps_per_epoch_));
-    b.AddU64("position_in_epoch", static_cast<uint64_t>(steps_done_ % steps_per_epoch_));
-    b.AddU64("shuffle_seed", o_.seed);
-    b.AddU64("skipped", static_cast<uint64_t>(skipped_));
-    b.AddU64("consecutive_bad", static_cast<uint64_t>(consecutive_bad_));
-    b.Add("weights", WeightsBytes());
-    b.Add("optimizer", OptimizerState());
-    for (int r = 0; r < p_; ++r) b.Add("compressors/" + std::to_string(r), all.rank(r));
-    b.Add("totals/run", TotalsBytes(run_totals_));
-    b.Add("totals/epoch", TotalsBytes(epoch_totals_));
-    ByteWriter loss;
-    loss.Put(epoch_loss_sum_);
-    loss.Put(epoch_loss_count_);
-    b.Add("epoch_loss", loss.bytes);
-    write_status =
-        SaveCheckpointFile(o_.checkpoint_dir, steps_done_, b.Serialize(), o_.keep_checkpoints);
-    ok = write_status.ok() ? 1 : 0;
-  }
-  ADACOMP_RETURN_IF_ERROR(comm_.Broadcast(std::span<uint8_t>(&ok, 1), 0));
-  if (!ok) {
-    return rank_ == 0 ? write_status : Status::Aborted("rank 0 could not write the checkpoint");
-  }
-  return Status::OK();
+  return SaveRunCheckpoint(
+      comm_, o_, fingerprint_, steps_per_epoch_, State(), CompressorStates(*exchange_),
+      [this] { return WeightsBytes(); }, [this] { return optimizer_->State(); });
 }
 
 Status Learner::Resume() {
-  int64_t size = -2;  // -2: no checkpoint, -1: error on rank 0
-  std::vector<uint8_t> image;
-  Status rank0_error;
-  if (rank_ == 0) {
-    auto list = ListCheckpoints(o_.checkpoint_dir);
-    std::string newest_error;
-    for (const auto& [step, path] : list) {
-      auto bytes = ReadWholeFile(path);
-      Status st = bytes.ok() ? Status::OK() : bytes.status();
-      if (st.ok()) {
-        auto view = CheckpointView::Parse(*bytes, path);
-        if (view.ok()) {
-          auto fp = view->GetString("fingerprint");
-          if (!fp.ok() || *fp != fingerprint_) {
-            rank0_error = Status::InvalidArgument(
-                path + ": written by a run with different settings; checkpoint has [" +
-                (fp.ok() ? *fp : std::string("?")) + "], this run has [" + fingerprint_ + "]");
-            size = -1;
-            break;
-          }
-          image = std::move(*bytes);
-          size = static_cast<int64_t>(image.size());
-          break;
-        }
-        st = view.status();
-      }
-      if (newest_error.empty()) newest_error = st.ToString();
-      Message("warning: " + st.ToString() + "; trying the previous checkpoint");
-    }
-    if (size == -2 && !list.empty()) {
-      rank0_error = Status::Corruption("no usable checkpoint in " + o_.checkpoint_dir + " (" +
-                                       std::to_string(list.size()) +
-                                       " found, none valid; newest: " + newest_error + ")");
-      size = -1;
-    }
-    if (size == -2) Message("note: no checkpoint in " + o_.checkpoint_dir + "; starting at step 0");
-  }
-  ADACOMP_RETURN_IF_ERROR(
-      comm_.Broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&size), sizeof(size)), 0));
-  if (size == -1) {
-    return rank_ == 0 ? rank0_error : Status::Aborted("rank 0 could not load a checkpoint");
-  }
-  if (size == -2) return Status::OK();
-  image.resize(static_cast<size_t>(size));
-  ADACOMP_RETURN_IF_ERROR(comm_.Broadcast(image, 0));
-  ADACOMP_ASSIGN_OR_RETURN(CheckpointView view, CheckpointView::Parse(image, "checkpoint"));
-  ADACOMP_ASSIGN_OR_RETURN(uint64_t done, view.GetU64("steps_done"));
-  ADACOMP_ASSIGN_OR_RETURN(uint64_t skipped, view.GetU64("skipped"));
-  ADACOMP_ASSIGN_OR_RETURN(uint64_t bad, view.GetU64("consecutive_bad"));
-  ADACOMP_ASSIGN_OR_RETURN(uint64_t epoch, view.GetU64("epoch"));
-  ADACOMP_ASSIGN_OR_RETURN(uint64_t pos, view.GetU64("position_in_epoch"));
-  if (epoch != done / static_cast<uint64_t>(steps_per_epoch_) ||
-      pos != done % static_cast<uint64_t>(steps_per_epoch_)) {
-    return Status::Corruption("checkpoint: data position does not match its step count");
-  }
-  ADACOMP_ASSIGN_OR_RETURN(auto weights, view.Get("weights"));
-  ADACOMP_RETURN_IF_ERROR(SetWeights(weights, "checkpoint"));
-  ADACOMP_ASSIGN_OR_RETURN(auto opt, view.Get("optimizer"));
-  ADACOMP_RETURN_IF_ERROR(LoadOptimizerState(opt, "checkpoint"));
-  ADACOMP_ASSIGN_OR_RETURN(auto comp, view.Get("compressors/" + std::to_string(rank_)));
-  ByteReader r(comp, "checkpoint: compressor state of learner " + std::to_string(rank_));
-  uint64_t count = 0;
-  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
-  if (count != compressors_.size()) {
-    return Status::Corruption("checkpoint: compressor count does not match the model");
-  }
-  for (auto& c : compressors_) {
-    std::span<const uint8_t> state;
-    ADACOMP_RETURN_IF_ERROR(r.GetBytes(&state));
-    ADACOMP_RETURN_IF_ERROR(c->LoadState(state).WithContext("checkpoint: learner " +
-                                                            std::to_string(rank_) + " tensor " +
-                                                            std::to_string(c->tensor_id())));
-  }
-  ADACOMP_ASSIGN_OR_RETURN(auto run_totals, view.Get("totals/run"));
-  ADACOMP_RETURN_IF_ERROR(ReadTotals(run_totals, "checkpoint totals", &run_totals_));
-  ADACOMP_ASSIGN_OR_RETURN(auto epoch_totals, view.Get("totals/epoch"));
-  ADACOMP_RETURN_IF_ERROR(ReadTotals(epoch_totals, "checkpoint totals", &epoch_totals_));
-  ADACOMP_ASSIGN_OR_RETURN(auto loss, view.Get("epoch_loss"));
-  ByteReader lr(loss, "checkpoint epoch loss");
-  ADACOMP_RETURN_IF_ERROR(lr.Get(&epoch_loss_sum_));
-  ADACOMP_RETURN_IF_ERROR(lr.Get(&epoch_loss_count_));
-  steps_done_ = static_cast<int64_t>(done);
-  skipped_ = static_cast<int64_t>(skipped);
-  consecutive_bad_ = static_cast<int64_t>(bad);
+  LoadedCheckpoint ck;
+  bool found = false;
+  ADACOMP_RETURN_IF_ERROR(LoadRunCheckpoint(
+      comm_, o_, fingerprint_, steps_per_epoch_, [this](const std::string& m) { Message(m); }, &ck,
+      &found));
+  if (!found) return Status::OK();
+  ADACOMP_RETURN_IF_ERROR(SetWeights(ck.weights, "checkpoint"));
+  ADACOMP_RETURN_IF_ERROR(optimizer_->LoadState(ck.optimizer, "checkpoint"));
+  ADACOMP_RETURN_IF_ERROR(LoadCompressorStates(ck.compressors, rank_, *exchange_));
+  steps_done_ = ck.state.steps_done;
+  skipped_ = ck.state.skipped;
+  consecutive_bad_ = ck.state.consecutive_bad;
+  run_totals_ = ck.state.run_totals;
+  epoch_totals_ = ck.state.epoch_totals;
+  epoch_loss_sum_ = ck.state.epoch_loss_sum;
+  epoch_loss_count_ = ck.state.epoch_loss_count;
   resumed_from_ = steps_done_;
   Message("resumed from the checkpoint at step " + std::to_string(steps_done_));
   return Status::OK();
-}
-
-void Learner::ApplyUpdate(double lr) {
-  torch::NoGradGuard no_grad;
-  const bool adam = o_.optimizer == "adam";
-  if (adam) ++adam_step_;
-  for (size_t t = 0; t < model_.params.size(); ++t) {
-    torch::Tensor p = model_.params[t].tensor;
-    torch::Tensor g = agg_views_[t];
-    if (o_.weight_decay > 0) g = g.add(p, o_.weight_decay);
-    if (adam) {
-      double b1 = o_.adam_beta1, b2 = o_.adam_beta2;
-      buf1_[t].mul_(b1).add_(g, 1.0 - b1);
-      buf2_[t].mul_(b2).addcmul_(g, g, 1.0 - b2);
-      double bc1 = 1.0 - std::pow(b1, static_cast<double>(adam_step_));
-      double bc2 = 1.0 - std::pow(b2, static_cast<double>(adam_step_));
-      auto denom = (buf2_[t].sqrt() / std::sqrt(bc2)).add_(o_.adam_eps);
-      p.addcdiv_(buf1_[t], denom, -lr / bc1);
-    } else if (o_.momentum > 0) {
-      buf1_[t].mul_(o_.momentum).add_(g);
-      p.add_(buf1_[t], -lr);
-    } else {
-      p.add_(g, -lr);
-    }
-  }
 }
 
 // Failure-test hooks say what they do and when (wall clock, seconds since the
@@ -795,7 +283,6 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   }
 
   // Compute this learner's gradient.
-  int32_t bad_tensor = -1;
   double loss_value = 0;
   {
     GateHold hold(gate_);
@@ -817,45 +304,37 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
         }
       }
       auto g = p.tensor.grad();
-      if (FindNonFinite(
-              std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())))) {
-        bad_tensor = static_cast<int32_t>(k);
-        break;
-      }
+      grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
     t.compute = Since(t0);
   }
 
-  // Agree on whether every learner's gradient is finite; share the losses.
-  auto t1 = Clock::now();
-  ByteWriter status_msg;
-  status_msg.Put<int32_t>(bad_tensor);
-  status_msg.Put<int32_t>(0);
-  status_msg.Put<double>(loss_value);
-  GatheredBuffers statuses;
-  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(status_msg.bytes, &statuses));
-  t.communicate += Since(t1);
-  std::vector<std::pair<int, int32_t>> bad;
-  double loss_sum = 0;
-  for (int r = 0; r < p_; ++r) {
-    auto s = statuses.rank(r);
-    if (s.size() != 16)
-      return Status::Internal("learner " + std::to_string(r) + " sent a bad status");
-    int32_t bt;
-    double lv;
-    std::memcpy(&bt, s.data(), 4);
-    std::memcpy(&lv, s.data() + 8, 8);
-    if (bt >= 0) bad.emplace_back(r, bt);
-    loss_sum += lv;
+  // Exchange: agree on finiteness and share the losses, then the average of
+  // every learner's gradient into agg_.
+  if (rank_ == o_.corrupt_rank && step == o_.corrupt_at_step) {
+    exchange_->SetSendHook([this, step](std::vector<uint8_t>& message) {
+      if (message.empty()) return;
+      TestHookNote("flips one byte of its message", step);
+      message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
+    });
   }
+  ExchangeResult xr;
+  const Status exchanged = exchange_->Step(grad_spans_, loss_value, agg_, &xr, gate_);
+  exchange_->SetSendHook(nullptr);
+  ADACOMP_RETURN_IF_ERROR(exchanged);
+  t.compress = xr.compress_seconds;
+  t.communicate = xr.communicate_seconds;
+  t.decompress = xr.decompress_seconds;
+  double loss_sum = 0;
+  for (double v : xr.values) loss_sum += v;
   m->loss = loss_sum / p_;
-  if (!bad.empty()) {
+  if (xr.skipped()) {
     ++skipped_;
     ++consecutive_bad_;
     m->skipped = true;
     m->loss = NAN;
     std::string where;
-    for (auto [r, bt] : bad) {
+    for (auto [r, bt] : xr.non_finite) {
       const auto& name = bt < static_cast<int32_t>(model_.params.size())
                              ? model_.params[static_cast<size_t>(bt)].name
                              : std::string("?");
@@ -877,107 +356,22 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   consecutive_bad_ = 0;
 
   Totals step_totals;
-  const size_t n_tensors = model_.params.size();
-  if (Dense()) {
-    {
-      GateHold hold(gate_);
-      auto t2 = Clock::now();
-      for (size_t k = 0; k < n_tensors; ++k) {
-        auto g = model_.params[k].tensor.grad();
-        std::memcpy(agg_.data() + offsets_[k], g.data_ptr<float>(),
-                    static_cast<size_t>(g.numel()) * sizeof(float));
-      }
-      t.compress = Since(t2);
+  const bool adacomp = o_.codec.codec == Codec::kAdaComp;
+  for (size_t k = 0; k < model_.params.size(); ++k) {
+    const Param& prm = model_.params[k];
+    const int type = static_cast<int>(prm.type);
+    const uint64_t n = static_cast<uint64_t>(prm.elements);
+    step_totals.wire[type] += xr.wire_bytes[k];
+    step_totals.dense[type] += n * 4 * static_cast<uint64_t>(p_);
+    step_totals.selected[type] += xr.selected[k];
+    if (adacomp) {
+      step_totals.bins[type] += static_cast<uint64_t>(p_) * ((n + bin_sizes_[k] - 1) / bin_sizes_[k]);
     }
-    auto t3 = Clock::now();
-    ADACOMP_RETURN_IF_ERROR(comm_.AllReduceSum(agg_));
-    t.communicate += Since(t3);
-    GateHold hold(gate_);
-    auto t4 = Clock::now();
-    // x / P, vectorized (a range-for over agg_ compiled to one scalar divss
-    // per element); the same bits as the sparse path's DecodeAverageAll.
-    internal::DivideFloats(agg_.data(), agg_.size(), static_cast<float>(p_));
-    for (size_t k = 0; k < n_tensors; ++k) {
-      int type = static_cast<int>(model_.params[k].type);
-      uint64_t bytes = static_cast<uint64_t>(model_.params[k].elements) * 4 * p_;
-      step_totals.wire[type] += bytes;
-      step_totals.dense[type] += bytes;
-      step_totals.selected[type] += static_cast<uint64_t>(model_.params[k].elements) * p_;
-    }
-    t.decompress = Since(t4);
-  } else {
-    {
-      GateHold hold(gate_);
-      auto t2 = Clock::now();
-      message_.clear();
-      for (size_t k = 0; k < n_tensors; ++k) {
-        auto g = model_.params[k].tensor.grad();
-        Status st = compressors_[k]->Compress(
-            std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())), &message_);
-        if (!st.ok()) return st.WithContext("compressing " + model_.params[k].name);
-      }
-      t.compress = Since(t2);
-    }
-    if (rank_ == o_.corrupt_rank && step == o_.corrupt_at_step && !message_.empty()) {
-      TestHookNote("flips one byte of its message", step);
-      message_[message_.size() / 2] ^= 0x10;  // a frame damaged in transit
-    }
-    auto t3 = Clock::now();
-    ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(message_, &gathered_));
-    t.communicate += Since(t3);
-    GateHold hold(gate_);
-    auto t4 = Clock::now();
-    if (gathered_.ranks() != static_cast<size_t>(p_)) {
-      return Status::Internal("all-gather returned " + std::to_string(gathered_.ranks()) +
-                              " messages for " + std::to_string(p_) + " learners");
-    }
-    // Per tensor, the average of every learner's frame in one call: all
-    // frames validated before anything is written, then dst walked once in
-    // cache-sized blocks (zeroed, the frames added in rank order, divided
-    // by P), the same bits as zeroing, adding frame after frame and dividing.
-    std::vector<size_t> cursor(static_cast<size_t>(p_), 0);
-    frame_spans_.resize(static_cast<size_t>(p_));
-    frame_infos_.resize(static_cast<size_t>(p_));
-    const bool adacomp = o_.codec.codec == Codec::kAdaComp;
-    for (size_t k = 0; k < n_tensors; ++k) {
-      const Param& prm = model_.params[k];
-      int type = static_cast<int>(prm.type);
-      std::span<float> dst(agg_.data() + offsets_[k], static_cast<size_t>(prm.elements));
-      DecodeOptions opts;
-      opts.expected_tensor_id = static_cast<uint32_t>(k);
-      opts.max_elements = static_cast<uint64_t>(prm.elements);
-      for (int r = 0; r < p_; ++r) frame_spans_[r] = gathered_.rank(r).subspan(cursor[r]);
-      size_t bad = 0;
-      Status st = DecodeAverageAll(frame_spans_, dst, frame_infos_, opts, &bad);
-      if (!st.ok()) {
-        return st.WithContext("learner " + std::to_string(bad) + "'s frame for tensor " +
-                              std::to_string(k) + " (" + prm.name + ")");
-      }
-      for (int r = 0; r < p_; ++r) {
-        const FrameInfo& info = frame_infos_[r];
-        cursor[r] += info.frame_bytes;
-        step_totals.wire[type] += info.frame_bytes;
-        step_totals.dense[type] += static_cast<uint64_t>(prm.elements) * 4;
-        step_totals.selected[type] += info.selected;
-        if (adacomp) {
-          step_totals.bins[type] +=
-              (static_cast<uint64_t>(prm.elements) + bin_sizes_[k] - 1) / bin_sizes_[k];
-        }
-      }
-    }
-    for (int r = 0; r < p_; ++r) {
-      if (cursor[r] != gathered_.rank(r).size()) {
-        return Status::Corruption("learner " + std::to_string(r) + "'s message has " +
-                                  std::to_string(gathered_.rank(r).size() - cursor[r]) +
-                                  " bytes after its last frame");
-      }
-    }
-    t.decompress = Since(t4);
   }
   {
     auto t5 = Clock::now();
     GateHold hold(gate_);
-    ApplyUpdate(lr);
+    optimizer_->Apply(model_.params, agg_views_, lr);
     t.update = Since(t5);
   }
 
@@ -1156,7 +550,7 @@ Result<TrainSummary> Learner::Run() {
     s.learner_weights_sha256.emplace_back(d1.begin(), d1.end());
     s.learner_state_sha256.emplace_back(d2.begin(), d2.end());
     if (s.learner_weights_sha256.back() != digest) s.replicas_identical = false;
-    double v[5];
+    double v[5] = {};
     for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
     mean.compute += v[0] / p_;
     mean.compress += v[1] / p_;
@@ -1213,6 +607,8 @@ Result<TrainSummary> Learner::Run() {
   return s;
 }
 
+}  // namespace
+
 Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
                                 std::shared_ptr<const Data> data, Gate* gate) {
   // One intra-op thread per learner: results do not depend on thread counts.
@@ -1233,54 +629,4 @@ Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
   }
 }
 
-}  // namespace
-}  // namespace train
-
-Status ValidateTrainOptions(const TrainOptions& options) {
-  return train::Resolve(options).status();
-}
-
-Result<TrainSummary> Train(const TrainOptions& options) {
-  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, train::Resolve(options));
-  ADACOMP_ASSIGN_OR_RETURN(auto data, train::LoadData(o));
-  auto group = CreateInProcessGroup(o.learners);
-  if (static_cast<int>(group.size()) != o.learners) {
-    return Status::Internal("could not create an in-process group of " +
-                            std::to_string(o.learners));
-  }
-  int slots = o.threads > 0 ? o.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  train::Gate gate(std::min(slots, 4096));
-  std::vector<std::optional<Result<TrainSummary>>> results(static_cast<size_t>(o.learners));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < o.learners; ++r) {
-    threads.emplace_back([&, r] {
-      results[static_cast<size_t>(r)] =
-          train::RunLearner(o, *group[static_cast<size_t>(r)], data, &gate);
-    });
-  }
-  for (auto& t : threads) t.join();
-  // The root cause: the first error that is not another learner's abort.
-  const Status* first = nullptr;
-  for (auto& r : results) {
-    if (r->ok()) continue;
-    StatusCode c = r->status().code();
-    if (c != StatusCode::kAborted && c != StatusCode::kUnavailable) return r->status();
-    if (!first) first = &r->status();
-  }
-  if (first) return *first;
-  return std::move(*results[0]);
-}
-
-Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm) {
-  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, train::Resolve(options));
-  if (comm.size() != o.learners) {
-    return Status::InvalidArgument("--learners " + std::to_string(o.learners) +
-                                   " does not match the " + std::to_string(comm.size()) +
-                                   " processes of the communicator");
-  }
-  ADACOMP_ASSIGN_OR_RETURN(auto data, train::LoadData(o));
-  return train::RunLearner(o, comm, std::move(data), nullptr);
-}
-
-}  // namespace adacomp
+}  // namespace adacomp::train

@@ -1,0 +1,131 @@
+// adacomp/exchange.h: one training step's gradient exchange, the layer
+// between the trainer and the Communicator (docs/algorithm.md section 3).
+//
+// A GradientExchange belongs to ONE learner and owns that learner's
+// compressors (one per tensor, with their residues). Step() runs on every
+// learner of the communicator's group with the same tensors, in the same
+// order:
+//   agree       AllGatherV of {first non-finite tensor or -1, a side value}:
+//               if any learner's gradient has a NaN or Inf the step is
+//               skipped everywhere before any residue or output changes;
+//   compress    one frame per tensor, concatenated into this learner's
+//               message;
+//   communicate AllGatherV of the messages;
+//   decompress  DecodeAverageMessages: every frame of every message
+//               validated, then the average over the learners per tensor.
+// When every tensor's codec is dense the last three are one AllReduceSum of
+// the float32 gradients, divided by the group size (the same bits as
+// averaging dense frames). Every learner computes the same averaged bytes,
+// so replicas that apply them stay bit-identical.
+//
+// No framework types: gradients and the output are float spans, so the
+// LibTorch trainer, tests and other hosts share this code.
+// Thread safety: one object is used by its learner's thread only; the
+// learners of a group run Step() concurrently, each on its own object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/communicator.h"
+#include "adacomp/status.h"
+
+namespace adacomp {
+
+// One tensor the exchange carries. Its tensor id on the wire is its index.
+struct ExchangeTensor {
+  std::string name;       // for error messages ("conv1.weight")
+  uint64_t elements = 0;  // the tensor's size, in floats
+  CodecConfig codec;      // this learner's compressor settings for it
+};
+
+// Lets several learners that share cores take turns in the CPU-bound
+// phases (compress, decompress); never held across a collective. Optional.
+class ExchangeThrottle {
+ public:
+  virtual ~ExchangeThrottle() = default;
+  virtual void Acquire() = 0;
+  virtual void Release() = 0;
+};
+
+// What one Step() did, the same on every learner of the group.
+struct ExchangeResult {
+  // Each learner's side value, in rank order (e.g. its loss).
+  std::vector<double> values;
+  // (rank, first non-finite tensor) of every learner whose gradient was not
+  // finite; not empty means the step was skipped: nothing was compressed or
+  // written.
+  std::vector<std::pair<int, int32_t>> non_finite;
+  // Per tensor, summed over the learners (left empty on a skipped step):
+  // bytes sent (whole frames; 4 x elements on the all-reduce path), and
+  // elements sent with a value.
+  std::vector<uint64_t> wire_bytes;
+  std::vector<uint64_t> selected;
+  // Wall time of the phases on this learner.
+  double compress_seconds = 0, communicate_seconds = 0, decompress_seconds = 0;
+
+  bool skipped() const { return !non_finite.empty(); }
+};
+
+class GradientExchange {
+ public:
+  // An exchange for this learner (comm's rank) over `tensors`. Fails on a
+  // codec config that Compressor::Create refuses.
+  static Result<std::unique_ptr<GradientExchange>> Create(Communicator& comm,
+                                                          std::vector<ExchangeTensor> tensors);
+
+  // One step. grads[k] is this learner's gradient of tensor k (size
+  // elements); `value` is shared with the others (ExchangeResult::values).
+  // On success, unless the step was skipped, `averaged` (total_elements()
+  // floats, tensor k at offset(k)) holds the average over the learners.
+  // Errors of a peer or of the communicator, and frames that do not decode
+  // (naming the learner and tensor), are returned on every learner that
+  // sees them; a failed decode leaves `averaged` untouched.
+  Status Step(std::span<const std::span<const float>> grads, double value,
+              std::span<float> averaged, ExchangeResult* result,
+              ExchangeThrottle* throttle = nullptr);
+
+  size_t tensors() const { return tensors_.size(); }
+  const ExchangeTensor& tensor(size_t k) const { return tensors_[k]; }
+  size_t offset(size_t k) const { return offsets_[k]; }
+  size_t total_elements() const { return total_elements_; }
+  // True when every tensor is dense: the exchange is an all-reduce and
+  // there are no compressors.
+  bool all_reduce() const { return all_reduce_; }
+  // The compressors (one per tensor; none on the all-reduce path), for
+  // saving and restoring their state.
+  size_t compressors() const { return compressors_.size(); }
+  Compressor& compressor(size_t k) { return *compressors_[k]; }
+  const Compressor& compressor(size_t k) const { return *compressors_[k]; }
+
+  // For failure tests: called with this learner's message just before it is
+  // sent, so a test can damage it in transit.
+  void SetSendHook(std::function<void(std::vector<uint8_t>&)> hook) { send_hook_ = std::move(hook); }
+
+ private:
+  GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors);
+  Status Agree(std::span<const std::span<const float>> grads, double value,
+               ExchangeResult* result, ExchangeThrottle* throttle);
+
+  Communicator& comm_;
+  std::vector<ExchangeTensor> tensors_;
+  std::vector<size_t> offsets_;
+  size_t total_elements_ = 0;
+  bool all_reduce_ = false;
+  std::vector<std::unique_ptr<Compressor>> compressors_;
+  std::vector<uint8_t> message_;
+  GatheredBuffers gathered_;
+  std::vector<std::span<const uint8_t>> message_spans_;
+  std::vector<MessageTensor> message_tensors_;
+  std::vector<FrameInfo> infos_;
+  std::function<void(std::vector<uint8_t>&)> send_hook_;
+};
+
+}  // namespace adacomp

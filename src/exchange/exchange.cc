@@ -1,0 +1,202 @@
+// The gradient exchange of one step (see include/adacomp/exchange.h).
+#include "adacomp/exchange.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/simd.h"
+
+namespace adacomp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Holds the throttle (if any) for a scope.
+class Hold {
+ public:
+  explicit Hold(ExchangeThrottle* t) : t_(t) {
+    if (t_) t_->Acquire();
+  }
+  ~Hold() {
+    if (t_) t_->Release();
+  }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+ private:
+  ExchangeThrottle* t_;
+};
+
+// The agreement message: {int32 first non-finite tensor or -1, int32 0,
+// float64 side value}, little-endian (the host's order; every learner of a
+// group runs the same build).
+constexpr size_t kAgreeBytes = 16;
+
+}  // namespace
+
+GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors)
+    : comm_(comm), tensors_(std::move(tensors)) {}
+
+Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
+    Communicator& comm, std::vector<ExchangeTensor> tensors) {
+  std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors)));
+  x->all_reduce_ = true;
+  for (const ExchangeTensor& t : x->tensors_) {
+    x->offsets_.push_back(x->total_elements_);
+    x->total_elements_ += static_cast<size_t>(t.elements);
+    if (t.codec.codec != Codec::kDense) x->all_reduce_ = false;
+  }
+  if (!x->all_reduce_) {
+    for (size_t k = 0; k < x->tensors_.size(); ++k) {
+      const ExchangeTensor& t = x->tensors_[k];
+      auto c = Compressor::Create(t.codec, static_cast<uint32_t>(k), t.elements);
+      if (!c.ok()) return c.status().WithContext("tensor " + std::to_string(k) + " (" + t.name + ")");
+      x->compressors_.push_back(std::move(*c));
+    }
+  }
+  return x;
+}
+
+Status GradientExchange::Agree(std::span<const std::span<const float>> grads, double value,
+                               ExchangeResult* result, ExchangeThrottle* throttle) {
+  int32_t bad_tensor = -1;
+  {
+    Hold hold(throttle);
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (FindNonFinite(grads[k])) {
+        bad_tensor = static_cast<int32_t>(k);
+        break;
+      }
+    }
+  }
+  uint8_t mine[kAgreeBytes] = {};
+  std::memcpy(mine, &bad_tensor, 4);
+  std::memcpy(mine + 8, &value, 8);
+  const auto t0 = Clock::now();
+  GatheredBuffers all;
+  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(mine, &all));
+  result->communicate_seconds += Since(t0);
+  const int p = comm_.size();
+  if (all.ranks() != static_cast<size_t>(p)) {
+    return Status::Internal("all-gather returned " + std::to_string(all.ranks()) +
+                            " agreements for " + std::to_string(p) + " learners");
+  }
+  for (int r = 0; r < p; ++r) {
+    const auto s = all.rank(static_cast<size_t>(r));
+    if (s.size() != kAgreeBytes) {
+      return Status::Internal("learner " + std::to_string(r) + " sent a bad status");
+    }
+    int32_t bt;
+    double v;
+    std::memcpy(&bt, s.data(), 4);
+    std::memcpy(&v, s.data() + 8, 8);
+    if (bt >= 0) result->non_finite.emplace_back(r, bt);
+    result->values.push_back(v);
+  }
+  return Status::OK();
+}
+
+Status GradientExchange::Step(std::span<const std::span<const float>> grads, double value,
+                              std::span<float> averaged, ExchangeResult* result,
+                              ExchangeThrottle* throttle) {
+  *result = ExchangeResult();
+  const size_t n_tensors = tensors_.size();
+  if (grads.size() != n_tensors || averaged.size() != total_elements_) {
+    return Status::InvalidArgument("GradientExchange::Step: " + std::to_string(grads.size()) +
+                                   " gradients and " + std::to_string(averaged.size()) +
+                                   " output floats for " + std::to_string(n_tensors) +
+                                   " tensors of " + std::to_string(total_elements_));
+  }
+  for (size_t k = 0; k < n_tensors; ++k) {
+    if (grads[k].size() != tensors_[k].elements) {
+      return Status::InvalidArgument("GradientExchange::Step: gradient of tensor " +
+                                     std::to_string(k) + " (" + tensors_[k].name + ") has " +
+                                     std::to_string(grads[k].size()) + " elements, not " +
+                                     std::to_string(tensors_[k].elements));
+    }
+  }
+  ADACOMP_RETURN_IF_ERROR(Agree(grads, value, result, throttle));
+  if (result->skipped()) return Status::OK();
+
+  const int p = comm_.size();
+  result->wire_bytes.assign(n_tensors, 0);
+  result->selected.assign(n_tensors, 0);
+  if (all_reduce_) {
+    {
+      Hold hold(throttle);
+      const auto t0 = Clock::now();
+      for (size_t k = 0; k < n_tensors; ++k) {
+        if (!grads[k].empty()) {
+          std::memcpy(averaged.data() + offsets_[k], grads[k].data(), grads[k].size_bytes());
+        }
+      }
+      result->compress_seconds = Since(t0);
+    }
+    const auto t1 = Clock::now();
+    ADACOMP_RETURN_IF_ERROR(comm_.AllReduceSum(averaged));
+    result->communicate_seconds += Since(t1);
+    Hold hold(throttle);
+    const auto t2 = Clock::now();
+    // x / P, vectorized; the same bits as DecodeAverageAll of dense frames.
+    internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
+    for (size_t k = 0; k < n_tensors; ++k) {
+      result->wire_bytes[k] = tensors_[k].elements * 4 * static_cast<uint64_t>(p);
+      result->selected[k] = tensors_[k].elements * static_cast<uint64_t>(p);
+    }
+    result->decompress_seconds = Since(t2);
+    return Status::OK();
+  }
+
+  {
+    Hold hold(throttle);
+    const auto t0 = Clock::now();
+    message_.clear();
+    for (size_t k = 0; k < n_tensors; ++k) {
+      Status st = compressors_[k]->Compress(grads[k], &message_);
+      if (!st.ok()) return st.WithContext("compressing " + tensors_[k].name);
+    }
+    result->compress_seconds = Since(t0);
+  }
+  if (send_hook_) send_hook_(message_);
+  const auto t1 = Clock::now();
+  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(message_, &gathered_));
+  result->communicate_seconds += Since(t1);
+  Hold hold(throttle);
+  const auto t2 = Clock::now();
+  if (gathered_.ranks() != static_cast<size_t>(p)) {
+    return Status::Internal("all-gather returned " + std::to_string(gathered_.ranks()) +
+                            " messages for " + std::to_string(p) + " learners");
+  }
+  message_spans_.resize(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) message_spans_[r] = gathered_.rank(static_cast<size_t>(r));
+  message_tensors_.resize(n_tensors);
+  for (size_t k = 0; k < n_tensors; ++k) {
+    message_tensors_[k] = {static_cast<uint32_t>(k),
+                           averaged.subspan(offsets_[k], static_cast<size_t>(tensors_[k].elements))};
+  }
+  infos_.resize(n_tensors * static_cast<size_t>(p));
+  MessageError where;
+  const Status st = DecodeAverageMessages(message_spans_, message_tensors_, infos_, {}, &where);
+  if (!st.ok()) {
+    if (where.tensor < n_tensors) {
+      return st.WithContext("learner " + std::to_string(where.message) + "'s frame for tensor " +
+                            std::to_string(where.tensor) + " (" + tensors_[where.tensor].name + ")");
+    }
+    return Status(st.code(), "learner " + std::to_string(where.message) + "'s " + st.message());
+  }
+  for (size_t k = 0; k < n_tensors; ++k) {
+    for (int r = 0; r < p; ++r) {
+      const FrameInfo& info = infos_[k * static_cast<size_t>(p) + static_cast<size_t>(r)];
+      result->wire_bytes[k] += info.frame_bytes;
+      result->selected[k] += info.selected;
+    }
+  }
+  result->decompress_seconds = Since(t2);
+  return Status::OK();
+}
+
+}  // namespace adacomp

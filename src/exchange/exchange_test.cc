@@ -1,0 +1,258 @@
+// GradientExchange on the in-process group (every learner a thread), crossed
+// with group sizes and codecs, against a simple reference built from the
+// codec's own pieces: each learner's compressor made separately, the frames
+// added with DecodeAccumulate learner after learner into zeros and divided
+// by P element by element (dense: summed in rank order and divided).
+#include "adacomp/exchange.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/test_util.h"
+
+namespace adacomp {
+namespace {
+
+using Comms = std::vector<std::unique_ptr<Communicator>>;
+
+void OnEveryRank(Comms& comms, const std::function<void(int rank, Communicator&)>& body) {
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&body, &comms, r] { body(static_cast<int>(r), *comms[r]); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+const std::vector<uint64_t> kSizes = {0, 1, 50, 777, 20000};
+
+// Learner `rank`'s tensors for a codec; the seed differs per learner and
+// tensor like the trainer's.
+std::vector<ExchangeTensor> Tensors(Codec codec, int rank) {
+  std::vector<ExchangeTensor> t;
+  for (size_t k = 0; k < kSizes.size(); ++k) {
+    ExchangeTensor e;
+    e.name = std::string("t").append(std::to_string(k));
+    e.elements = kSizes[k];
+    e.codec.codec = codec;
+    e.codec.bin_size = k % 2 ? 50 : 500;
+    e.codec.density = 0.05;
+    e.codec.seed = 1000 * static_cast<uint64_t>(rank) + k;
+    t.push_back(e);
+  }
+  return t;
+}
+
+std::vector<float> Grad(int rank, size_t k, int step) {
+  return testing::GradientLike(kSizes[k], 7919 * static_cast<uint64_t>(step) + 31 * k +
+                                              static_cast<uint64_t>(rank));
+}
+
+// The reference average of every learner's step-`step` gradient of tensor
+// k, given the reference compressors (refs[rank][k]), which it advances.
+std::vector<float> Reference(Codec codec, int p, size_t k, int step,
+                             std::vector<std::vector<std::unique_ptr<Compressor>>>& refs,
+                             uint64_t* wire, uint64_t* selected) {
+  std::vector<float> sum(kSizes[k], 0.0f);
+  *wire = 0;
+  *selected = 0;
+  for (int r = 0; r < p; ++r) {
+    const std::vector<float> g = Grad(r, k, step);
+    if (codec == Codec::kDense) {
+      for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+      *wire += 4 * g.size();
+      *selected += g.size();
+      continue;
+    }
+    std::vector<uint8_t> frame;
+    CompressStats stats;
+    EXPECT_TRUE(refs[r][k]->Compress(g, &frame, &stats).ok());
+    EXPECT_TRUE(DecodeAccumulate(frame, sum).ok());
+    *wire += frame.size();
+    *selected += stats.selected;
+  }
+  for (float& v : sum) v = v / static_cast<float>(p);
+  return sum;
+}
+
+class ExchangeTest : public ::testing::TestWithParam<std::tuple<int, Codec>> {};
+
+TEST_P(ExchangeTest, MatchesTheReferenceOnEveryLearner) {
+  const auto [p, codec] = GetParam();
+  auto comms = CreateInProcessGroup(p, 30.0);
+  constexpr int kSteps = 3;
+  // got[step][rank]: averaged output; results[step][rank].
+  std::vector<std::vector<std::vector<float>>> got(kSteps, std::vector<std::vector<float>>(p));
+  std::vector<std::vector<ExchangeResult>> results(kSteps, std::vector<ExchangeResult>(p));
+  std::vector<Status> status(static_cast<size_t>(p));
+  OnEveryRank(comms, [&](int rank, Communicator& comm) {
+    auto x = GradientExchange::Create(comm, Tensors(codec, rank));
+    if (!x.ok()) {
+      status[rank] = x.status();
+      return;
+    }
+    EXPECT_EQ((*x)->all_reduce(), codec == Codec::kDense);
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<std::vector<float>> grads;
+      std::vector<std::span<const float>> spans;
+      for (size_t k = 0; k < kSizes.size(); ++k) grads.push_back(Grad(rank, k, step));
+      for (const auto& g : grads) spans.emplace_back(g);
+      got[step][rank].assign((*x)->total_elements(), -5.0f);
+      Status st = (*x)->Step(spans, 0.5 * rank + step, got[step][rank], &results[step][rank]);
+      if (!st.ok()) {
+        status[rank] = st;
+        return;
+      }
+    }
+  });
+  for (const Status& st : status) ASSERT_TRUE(st.ok()) << st.ToString();
+
+  std::vector<std::vector<std::unique_ptr<Compressor>>> refs(static_cast<size_t>(p));
+  if (codec != Codec::kDense) {
+    for (int r = 0; r < p; ++r) {
+      const auto t = Tensors(codec, r);
+      for (size_t k = 0; k < t.size(); ++k) {
+        refs[r].push_back(std::move(
+            Compressor::Create(t[k].codec, static_cast<uint32_t>(k), t[k].elements).value()));
+      }
+    }
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    size_t offset = 0;
+    for (size_t k = 0; k < kSizes.size(); ++k) {
+      uint64_t wire = 0, selected = 0;
+      const std::vector<float> want = Reference(codec, p, k, step, refs, &wire, &selected);
+      for (int r = 0; r < p; ++r) {
+        SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(k) +
+                     " learner " + std::to_string(r));
+        ASSERT_EQ(0, std::memcmp(got[step][r].data() + offset, want.data(), want.size() * 4));
+        const ExchangeResult& res = results[step][r];
+        EXPECT_FALSE(res.skipped());
+        EXPECT_EQ(res.wire_bytes[k], wire);
+        EXPECT_EQ(res.selected[k], selected);
+        ASSERT_EQ(res.values.size(), static_cast<size_t>(p));
+        for (int q = 0; q < p; ++q) EXPECT_EQ(res.values[q], 0.5 * q + step);
+      }
+      offset += kSizes[k];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupsAndCodecs, ExchangeTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Codec::kAdaComp, Codec::kTopK,
+                                                              Codec::kTernGrad, Codec::kDense)),
+                         [](const ::testing::TestParamInfo<ExchangeTest::ParamType>& info) {
+                           return std::string(CodecName(std::get<1>(info.param)))
+                               .append("_p")
+                               .append(std::to_string(std::get<0>(info.param)));
+                         });
+
+// A NaN on one learner: every learner skips the step and says who and
+// where; nothing is written and the residues stay as they were (the next
+// step equals a run that never saw the bad step).
+TEST(ExchangeTest, NonFiniteGradientSkipsTheStepEverywhere) {
+  for (Codec codec : {Codec::kAdaComp, Codec::kDense}) {
+    constexpr int p = 3;
+    auto comms = CreateInProcessGroup(p, 30.0);
+    std::vector<std::vector<float>> after_bad(p), clean(p);
+    std::vector<ExchangeResult> bad_result(p);
+    OnEveryRank(comms, [&](int rank, Communicator& comm) {
+      auto x = std::move(GradientExchange::Create(comm, Tensors(codec, rank)).value());
+      std::vector<std::vector<float>> grads;
+      for (size_t k = 0; k < kSizes.size(); ++k) grads.push_back(Grad(rank, k, 0));
+      std::vector<float> poisoned = grads[3];
+      if (rank == 1) grads[3][5] = std::numeric_limits<float>::infinity();
+      std::vector<std::span<const float>> spans(grads.begin(), grads.end());
+      std::vector<float> out(x->total_elements(), 2.0f);
+      ASSERT_TRUE(x->Step(spans, 1.0, out, &bad_result[rank]).ok());
+      for (float v : out) ASSERT_EQ(v, 2.0f);
+      grads[3] = poisoned;
+      std::vector<std::span<const float>> good(grads.begin(), grads.end());
+      after_bad[rank].assign(x->total_elements(), 0.0f);
+      ExchangeResult r;
+      ASSERT_TRUE(x->Step(good, 1.0, after_bad[rank], &r).ok());
+      EXPECT_FALSE(r.skipped());
+    });
+    auto comms2 = CreateInProcessGroup(p, 30.0);
+    OnEveryRank(comms2, [&](int rank, Communicator& comm) {
+      auto x = std::move(GradientExchange::Create(comm, Tensors(codec, rank)).value());
+      std::vector<std::vector<float>> grads;
+      for (size_t k = 0; k < kSizes.size(); ++k) grads.push_back(Grad(rank, k, 0));
+      std::vector<std::span<const float>> spans(grads.begin(), grads.end());
+      clean[rank].assign(x->total_elements(), 0.0f);
+      ExchangeResult r;
+      ASSERT_TRUE(x->Step(spans, 1.0, clean[rank], &r).ok());
+    });
+    for (int r = 0; r < p; ++r) {
+      ASSERT_TRUE(bad_result[r].skipped());
+      ASSERT_EQ(bad_result[r].non_finite.size(), 1u);
+      EXPECT_EQ(bad_result[r].non_finite[0], (std::pair<int, int32_t>{1, 3}));
+      EXPECT_TRUE(bad_result[r].wire_bytes.empty());
+      EXPECT_EQ(after_bad[r], clean[r]);
+    }
+  }
+}
+
+// A message damaged in transit, or with a byte after its last frame: every
+// learner fails naming the sender, and the output is untouched.
+TEST(ExchangeTest, DamagedMessagesFailOnEveryLearner) {
+  struct Case {
+    std::function<void(std::vector<uint8_t>&)> damage;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {[](std::vector<uint8_t>& m) { m[m.size() / 2] ^= 0x10; }, "learner 2's frame for tensor"},
+      {[](std::vector<uint8_t>& m) { m.push_back(0); },
+       "learner 2's message has 1 bytes after its last frame"},
+      {[](std::vector<uint8_t>& m) { m.resize(m.size() - 1); }, "learner 2's frame for tensor 4 (t4)"},
+  };
+  for (const Case& c : cases) {
+    constexpr int p = 3;
+    auto comms = CreateInProcessGroup(p, 30.0);
+    std::vector<Status> status(p);
+    std::vector<bool> untouched(p, false);
+    OnEveryRank(comms, [&](int rank, Communicator& comm) {
+      auto x = std::move(GradientExchange::Create(comm, Tensors(Codec::kAdaComp, rank)).value());
+      if (rank == 2) x->SetSendHook(c.damage);
+      std::vector<std::vector<float>> grads;
+      for (size_t k = 0; k < kSizes.size(); ++k) grads.push_back(Grad(rank, k, 1));
+      std::vector<std::span<const float>> spans(grads.begin(), grads.end());
+      std::vector<float> out(x->total_elements(), 9.0f);
+      ExchangeResult r;
+      status[rank] = x->Step(spans, 0.0, out, &r);
+      untouched[rank] = std::all_of(out.begin(), out.end(), [](float v) { return v == 9.0f; });
+    });
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(status[r].code(), StatusCode::kCorruption) << status[r].ToString();
+      EXPECT_NE(status[r].message().find(c.needle), std::string::npos) << status[r].ToString();
+      EXPECT_TRUE(untouched[r]);
+    }
+  }
+}
+
+TEST(ExchangeTest, BadArgumentsAreRefused) {
+  auto comms = CreateInProcessGroup(1, 30.0);
+  auto tensors = Tensors(Codec::kAdaComp, 0);
+  tensors[1].codec.bin_size = 0;
+  auto bad = GradientExchange::Create(*comms[0], tensors);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tensor 1 (t1)"), std::string::npos);
+  auto x = std::move(GradientExchange::Create(*comms[0], Tensors(Codec::kAdaComp, 0)).value());
+  std::vector<float> g(3);
+  std::vector<std::span<const float>> spans(kSizes.size(), std::span<const float>(g));
+  std::vector<float> out(x->total_elements());
+  ExchangeResult r;
+  EXPECT_EQ(x->Step(spans, 0.0, out, &r).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(x->Step({}, 0.0, out, &r).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace adacomp

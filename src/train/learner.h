@@ -1,0 +1,57 @@
+// src/train/learner.h: one learner's training loop, and the gate that lets
+// the learners of one process take turns on its cores. The loop
+// (learner.cc, the only place that sees torch here) computes this learner's
+// gradient, hands it to the GradientExchange (include/adacomp/exchange.h),
+// applies the averaged gradient with the Optimizer, evaluates, logs and
+// checkpoints. Train() and TrainLearner() (train.cc) host learners on
+// threads or over a caller's communicator. Torch-free header.
+// Thread safety: RunLearner runs on its learner's thread; a Gate is shared.
+#pragma once
+
+#include <memory>
+#include <semaphore>
+
+#include "adacomp/communicator.h"
+#include "adacomp/exchange.h"
+#include "adacomp/status.h"
+#include "adacomp/trainer.h"
+#include "dataset.h"
+
+namespace adacomp::train {
+
+// Limits how many learner threads compute at once (never held across a
+// collective).
+class Gate : public ExchangeThrottle {
+ public:
+  explicit Gate(int slots) : sem_(slots) {}
+  void Acquire() override { sem_.acquire(); }
+  void Release() override { sem_.release(); }
+
+ private:
+  std::counting_semaphore<4096> sem_;
+};
+
+// Holds a gate (if any) for a scope.
+class GateHold {
+ public:
+  explicit GateHold(ExchangeThrottle* g) : g_(g) {
+    if (g_) g_->Acquire();
+  }
+  ~GateHold() {
+    if (g_) g_->Release();
+  }
+  GateHold(const GateHold&) = delete;
+  GateHold& operator=(const GateHold&) = delete;
+
+ private:
+  ExchangeThrottle* g_;
+};
+
+// Runs the learner of comm.rank() over resolved options `o` to the end of
+// the run; on an error other than a peer's abort, aborts the group. One
+// torch intra-op thread per learner, so results do not depend on how many
+// learners compute at once. `gate` may be null.
+Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
+                                std::shared_ptr<const Data> data, Gate* gate);
+
+}  // namespace adacomp::train

@@ -1,0 +1,95 @@
+// SGD with momentum and Adam on the averaged gradient (see optimizer.h).
+#include "optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "byte_io.h"
+
+namespace adacomp::train {
+
+Optimizer::Optimizer(const TrainOptions& o, const std::vector<Param>& params)
+    : adam_(o.optimizer == "adam"),
+      momentum_(o.momentum),
+      weight_decay_(o.weight_decay),
+      beta1_(o.adam_beta1),
+      beta2_(o.adam_beta2),
+      eps_(o.adam_eps) {
+  for (const Param& p : params) {
+    buf1_.push_back(torch::zeros_like(p.tensor).detach());
+    if (adam_) buf2_.push_back(torch::zeros_like(p.tensor).detach());
+  }
+}
+
+void Optimizer::Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads,
+                      double lr) {
+  torch::NoGradGuard no_grad;
+  if (adam_) ++adam_step_;
+  for (size_t t = 0; t < params.size(); ++t) {
+    torch::Tensor p = params[t].tensor;
+    torch::Tensor g = grads[t];
+    if (weight_decay_ > 0) g = g.add(p, weight_decay_);
+    if (adam_) {
+      double b1 = beta1_, b2 = beta2_;
+      buf1_[t].mul_(b1).add_(g, 1.0 - b1);
+      buf2_[t].mul_(b2).addcmul_(g, g, 1.0 - b2);
+      double bc1 = 1.0 - std::pow(b1, static_cast<double>(adam_step_));
+      double bc2 = 1.0 - std::pow(b2, static_cast<double>(adam_step_));
+      auto denom = (buf2_[t].sqrt() / std::sqrt(bc2)).add_(eps_);
+      p.addcdiv_(buf1_[t], denom, -lr / bc1);
+    } else if (momentum_ > 0) {
+      buf1_[t].mul_(momentum_).add_(g);
+      p.add_(buf1_[t], -lr);
+    } else {
+      p.add_(g, -lr);
+    }
+  }
+}
+
+std::vector<uint8_t> Optimizer::State() const {
+  ByteWriter w;
+  w.Put<int64_t>(adam_step_);
+  w.Put<uint64_t>(buf1_.size() + buf2_.size());
+  for (const auto* bufs : {&buf1_, &buf2_}) {
+    for (const auto& b : *bufs) {
+      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data_ptr<float>()),
+                                          static_cast<size_t>(b.numel()) * sizeof(float)));
+    }
+  }
+  return std::move(w.bytes);
+}
+
+Status Optimizer::LoadState(std::span<const uint8_t> bytes, const std::string& origin) {
+  ByteReader r(bytes, origin + ": optimizer state");
+  int64_t step = 0;
+  uint64_t count = 0;
+  ADACOMP_RETURN_IF_ERROR(r.Get(&step));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
+  if (count != buf1_.size() + buf2_.size()) {
+    return Status::Corruption(origin + ": optimizer state has " + std::to_string(count) +
+                              " buffers, expected " + std::to_string(buf1_.size() + buf2_.size()));
+  }
+  std::vector<std::span<const uint8_t>> parts(count);
+  size_t k = 0;
+  for (auto* bufs : {&buf1_, &buf2_}) {
+    for (auto& b : *bufs) {
+      ADACOMP_RETURN_IF_ERROR(r.GetBytes(&parts[k]));
+      if (parts[k].size() != static_cast<size_t>(b.numel()) * sizeof(float)) {
+        return Status::Corruption(origin + ": optimizer buffer " + std::to_string(k) +
+                                  " has the wrong size");
+      }
+      ++k;
+    }
+  }
+  k = 0;
+  for (auto* bufs : {&buf1_, &buf2_}) {
+    for (auto& b : *bufs) {
+      std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
+      ++k;
+    }
+  }
+  adam_step_ = step;
+  return Status::OK();
+}
+
+}  // namespace adacomp::train

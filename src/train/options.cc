@@ -1,0 +1,87 @@
+// Option resolution and the checkpoint fingerprint (see options.h).
+#include "options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace adacomp::train {
+
+std::string ShortDouble(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%g", v);
+  return b;
+}
+
+double DefaultLr(const std::string& model, const std::string& optimizer) {
+  if (optimizer == "adam") return model == "char-lstm" ? 2e-3 : 1e-3;
+  if (model == "char-lstm") return 1.0;
+  if (model == "fc-dnn") return 0.05;
+  return 0.02;
+}
+
+Result<TrainOptions> Resolve(const TrainOptions& in) {
+  TrainOptions o = in;
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  auto names = ModelNames();
+  if (std::find(names.begin(), names.end(), o.model) == names.end()) {
+    return bad("--model '" + o.model + "' is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or " +
+               "char-lstm)");
+  }
+  if (o.learners < 1 || o.learners > 4096) return bad("--learners must be between 1 and 4096");
+  if (o.batch_size < o.learners) {
+    return bad("--batch-size " + std::to_string(o.batch_size) + " is smaller than --learners " +
+               std::to_string(o.learners));
+  }
+  if (o.batch_size % o.learners != 0) {
+    return bad("--batch-size " + std::to_string(o.batch_size) +
+               " is not a multiple of --learners " + std::to_string(o.learners) +
+               " (every learner takes an equal shard)");
+  }
+  if (o.steps < 0) return bad("--steps must be >= 0");
+  if (o.steps == 0 && o.epochs < 1) return bad("--epochs must be >= 1");
+  if (o.optimizer != "sgd" && o.optimizer != "adam") {
+    return bad("--optimizer '" + o.optimizer + "' is unknown (expected sgd or adam)");
+  }
+  if (o.lr == 0) o.lr = DefaultLr(o.model, o.optimizer);
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
+  if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
+  if (o.weight_decay < 0) return bad("--weight-decay must be >= 0");
+  if (!(o.lr_decay_factor > 0)) return bad("--lr-decay-factor must be > 0");
+  if (o.threads < 0) return bad("--threads must be >= 0");
+  if (o.log_every < 1) return bad("--log-every must be >= 1");
+  if (o.max_bad_steps < 1) return bad("--max-bad-steps must be >= 1");
+  if (o.checkpoint_every < 0) return bad("--checkpoint-every must be >= 0");
+  if (o.resume && o.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
+  if (o.keep_checkpoints < 1) return bad("--keep-checkpoints must be >= 1");
+  if (o.seq_len < 2 || o.seq_len > 4096) return bad("--seq-len must be between 2 and 4096");
+  if (o.hidden < 1 || o.embed < 1) return bad("--hidden and --embed must be >= 1");
+  Status codec_ok = o.codec.Validate();
+  if (!codec_ok.ok()) return bad(codec_ok.message());
+  for (const auto& inj : o.inject_nan) {
+    if (inj.learner < 0 || inj.learner >= o.learners || inj.step < 0 || inj.tensor < 0) {
+      return bad("a NaN injection names a learner, step or tensor that does not exist");
+    }
+  }
+  return o;
+}
+
+// Settings a checkpoint must agree with to be resumed.
+std::string Fingerprint(const TrainOptions& o, const std::string& data) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "model=" << o.model << ";data=" << data << ";codec=" << CodecName(o.codec.codec)
+    << ";values=" << ValueModeName(o.codec.values) << ";density=" << o.codec.density
+    << ";tau=" << o.codec.tau << ";codec_seed=" << o.codec.seed << ";bin=" << o.bin_size
+    << ";learners=" << o.learners << ";batch=" << o.batch_size << ";seed=" << o.seed
+    << ";optimizer=" << o.optimizer << ";lr=" << o.lr << ";momentum=" << o.momentum
+    << ";wd=" << o.weight_decay << ";betas=" << o.adam_beta1 << "," << o.adam_beta2
+    << ";eps=" << o.adam_eps << ";decay=" << o.lr_decay_factor << "@";
+  for (auto e : o.lr_decay_epochs) s << e << ",";
+  s << ";train_limit=" << o.train_limit << ";seq=" << o.seq_len << ";hidden=" << o.hidden
+    << ";embed=" << o.embed;
+  return s.str();
+}
+
+}  // namespace adacomp::train
