@@ -55,6 +55,17 @@ Result<Codec> ParseCodec(std::string_view name);   // inverse of CodecName
 std::string_view ValueModeName(ValueMode mode);    // "ternary", "fp16", "fp32"
 Result<ValueMode> ParseValueMode(std::string_view name);
 
+// Layer types, for the default AdaComp bin size of a tensor and for
+// per-type compression rates. Stable values (reports use the names).
+enum class LayerType : int { kConv = 0, kFc = 1, kLstm = 2, kOther = 3 };
+inline constexpr int kLayerTypeCount = 4;
+const char* LayerTypeName(LayerType type);  // "conv", "fc", "lstm", "other"
+Result<LayerType> ParseLayerType(std::string_view name);  // inverse of LayerTypeName
+
+// Default AdaComp bin size L_T per layer type (docs/algorithm.md section 2):
+// conv 50, fc 500, lstm 500, other (biases, embeddings) 500.
+uint32_t DefaultBinSize(LayerType type);
+
 // The most threads CodecConfig::threads and DecodeOptions::threads accept.
 inline constexpr int kMaxThreads = 256;
 
@@ -94,6 +105,15 @@ struct CompressStats {
   void Merge(const CompressStats& other);
 };
 
+// A copy of a compressor's mutable state (its step counter and residue),
+// taken by Compressor::Snapshot() and put back by Restore(). Reusing one
+// object across steps keeps its buffer, so a snapshot costs one copy of the
+// residue and no allocation (SaveState() also encodes and checksums).
+struct CompressorSnapshot {
+  uint64_t step = 0;            // Compress() calls so far
+  std::vector<float> residue;   // empty for codecs without one
+};
+
 class Compressor {
  public:
   // A compressor for a tensor of `elements` floats, identified on the wire by
@@ -117,6 +137,14 @@ class Compressor {
   // its inverse, which validates sizes and leaves the state unchanged on error.
   virtual std::vector<uint8_t> SaveState() const = 0;
   virtual Status LoadState(std::span<const uint8_t> state) = 0;
+
+  // The mutable state into *snapshot (its buffer reused), and its inverse,
+  // for undoing compressions whose frames were never sent. Restore() takes
+  // a snapshot of a compressor of the same codec and size (InvalidArgument,
+  // state unchanged, if its residue has the wrong size); the compressor then
+  // behaves exactly as it did when the snapshot was taken.
+  virtual void Snapshot(CompressorSnapshot* snapshot) const = 0;
+  virtual Status Restore(const CompressorSnapshot& snapshot) = 0;
 
   const CodecConfig& config() const { return config_; }
   uint32_t tensor_id() const { return tensor_id_; }

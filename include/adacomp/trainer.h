@@ -28,15 +28,6 @@
 
 namespace adacomp {
 
-// Layer types, for default bin sizes and per-type compression rates.
-enum class LayerType : int { kConv = 0, kFc = 1, kLstm = 2, kOther = 3 };
-inline constexpr int kLayerTypeCount = 4;
-const char* LayerTypeName(LayerType type);  // "conv", "fc", "lstm", "other"
-
-// Default AdaComp bin size L_T per layer type: conv 50, fc 500, lstm 500,
-// other (biases, embeddings) 500.
-uint32_t DefaultBinSize(LayerType type);
-
 // Names accepted by TrainOptions::model.
 std::vector<std::string> ModelNames();  // mnist-cnn, cifar-cnn, fc-dnn, char-lstm
 

@@ -94,6 +94,16 @@ class AdaCompCompressor final : public Compressor {
     residue_bound_ = MaxAbs(residue_);
     return Status::OK();
   }
+  void Snapshot(CompressorSnapshot* s) const override {
+    Materialize();
+    SnapshotState(step_, residue_, s);
+  }
+  Status Restore(const CompressorSnapshot& s) override {
+    Materialize();  // on error the state stays as it was, corrections applied
+    ADACOMP_RETURN_IF_ERROR(RestoreState(s, &step_, residue_));
+    residue_bound_ = MaxAbs(residue_);
+    return Status::OK();
+  }
 
  private:
   // Below this, |R| + |dW| cannot overflow float32 (2^126 + 2^126 = 2^127).

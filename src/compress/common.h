@@ -3,10 +3,12 @@
 // individual codecs that Compressor::Create dispatches to.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "adacomp/codec.h"
@@ -46,6 +48,23 @@ std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elem
 // the residue count the codec keeps: elements or 0). On error writes nothing.
 Status LoadStateBytes(std::span<const uint8_t> state, Codec codec, ValueMode values,
                       uint64_t elements, uint64_t* step, std::span<float> residue);
+
+// Compressor::Snapshot / Restore of a (step, residue) state; Restore
+// checks the residue size and changes nothing on error.
+inline void SnapshotState(uint64_t step, std::span<const float> residue, CompressorSnapshot* out) {
+  out->step = step;
+  out->residue.assign(residue.begin(), residue.end());
+}
+inline Status RestoreState(const CompressorSnapshot& s, uint64_t* step, std::span<float> residue) {
+  if (s.residue.size() != residue.size()) {
+    return Status::InvalidArgument("Restore: the snapshot holds " +
+                                   std::to_string(s.residue.size()) + " residue values, this " +
+                                   "compressor keeps " + std::to_string(residue.size()));
+  }
+  std::copy(s.residue.begin(), s.residue.end(), residue.begin());
+  *step = s.step;
+  return Status::OK();
+}
 
 // Fills the 17-entry histogram with one bin that selected `count` elements.
 inline void AddToHistogram(std::array<uint64_t, 17>* hist, uint64_t count) {

@@ -41,6 +41,30 @@ Result<Codec> ParseCodec(std::string_view name) {
                                  "terngrad)");
 }
 
+const char* LayerTypeName(LayerType type) {
+  switch (type) {
+    case LayerType::kConv:
+      return "conv";
+    case LayerType::kFc:
+      return "fc";
+    case LayerType::kLstm:
+      return "lstm";
+    case LayerType::kOther:
+      return "other";
+  }
+  return "?";
+}
+
+uint32_t DefaultBinSize(LayerType type) { return type == LayerType::kConv ? 50 : 500; }
+
+Result<LayerType> ParseLayerType(std::string_view name) {
+  for (int t = 0; t < kLayerTypeCount; ++t) {
+    if (name == LayerTypeName(static_cast<LayerType>(t))) return static_cast<LayerType>(t);
+  }
+  return Status::InvalidArgument("unknown layer type '" + std::string(name) +
+                                 "' (expected conv, fc, lstm or other)");
+}
+
 std::string_view ValueModeName(ValueMode mode) {
   switch (mode) {
     case ValueMode::kTernary:

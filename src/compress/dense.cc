@@ -36,6 +36,8 @@ class DenseCompressor final : public Compressor {
   Status LoadState(std::span<const uint8_t> state) override {
     return LoadStateBytes(state, Codec::kDense, ValueMode::kTernary, elements(), &step_, {});
   }
+  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, {}, s); }
+  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, {}); }
 
  private:
   uint64_t step_ = 0;

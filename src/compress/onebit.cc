@@ -61,6 +61,8 @@ class OneBitCompressor final : public Compressor {
   Status LoadState(std::span<const uint8_t> state) override {
     return LoadStateBytes(state, Codec::kOneBit, ValueMode::kTernary, elements(), &step_, residue_);
   }
+  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
+  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
 
  private:
   std::vector<float> residue_;

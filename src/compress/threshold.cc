@@ -55,6 +55,8 @@ class ThresholdCompressor final : public Compressor {
     return LoadStateBytes(state, Codec::kThreshold, ValueMode::kTernary, elements(), &step_,
                           residue_);
   }
+  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
+  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
 
  private:
   float tau_;

@@ -79,6 +79,8 @@ class TopKCompressor final : public Compressor {
   Status LoadState(std::span<const uint8_t> state) override {
     return LoadStateBytes(state, Codec::kTopK, ValueMode::kTernary, elements(), &step_, residue_);
   }
+  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
+  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
 
  private:
   uint64_t k_ = 0;

@@ -30,22 +30,6 @@ json PerType(const std::optional<double> (&v)[kLayerTypeCount]) {
 
 }  // namespace
 
-const char* LayerTypeName(LayerType type) {
-  switch (type) {
-    case LayerType::kConv:
-      return "conv";
-    case LayerType::kFc:
-      return "fc";
-    case LayerType::kLstm:
-      return "lstm";
-    case LayerType::kOther:
-      return "other";
-  }
-  return "?";
-}
-
-uint32_t DefaultBinSize(LayerType type) { return type == LayerType::kConv ? 50 : 500; }
-
 std::vector<std::string> ModelNames() { return {"mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"}; }
 
 std::string StepMetrics::ToJson() const {
