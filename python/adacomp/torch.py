@@ -71,8 +71,9 @@ __all__ = [
     "DEFAULT_BIN_SIZES",
 ]
 
-LAYER_TYPES = ("conv", "fc", "lstm", "other")
-DEFAULT_BIN_SIZES = {"conv": 50, "fc": 500, "lstm": 500, "other": 500}
+# From the codec level (include/adacomp/codec.h: LayerType, DefaultBinSize).
+LAYER_TYPES = tuple(_adacomp.LAYER_TYPES)
+DEFAULT_BIN_SIZES = dict(_adacomp.DEFAULT_BIN_SIZES)
 
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
          nn.ConvTranspose3d)

@@ -21,7 +21,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -35,7 +34,6 @@
 #include "adacomp/codec.h"
 #include "adacomp/status.h"
 #include "adacomp/version.h"
-#include "core/crc32c.h"
 
 namespace py = pybind11;
 
@@ -291,8 +289,7 @@ class PyCompressor {
   void Snapshot() {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
-    std::span<const float> r = impl_->residue();
-    snapshot_residue_.assign(r.begin(), r.end());
+    impl_->Snapshot(&snapshot_);
     snapshot_stats_ = last_stats_;
     compressed_since_snapshot_ = 0;
     has_snapshot_ = true;
@@ -309,7 +306,7 @@ class PyCompressor {
       if (!has_snapshot_) {
         status = Status::Internal("restore: no snapshot (call snapshot() first)");
       } else if (compressed_since_snapshot_ > 0) {
-        status = RestoreLocked();
+        status = impl_->Restore(snapshot_);
         changed = status.ok();
       }
       if (status.ok()) {
@@ -344,46 +341,13 @@ class PyCompressor {
   int threads() const { return config_.threads; }
 
  private:
-  // The core has no "set residue" call, so the restore goes through
-  // LoadState: the current state bytes (docs/wire-format.md section 9: magic
-  // "ACS\1", codec, values, 2 reserved, elements u64, step u64, residue count
-  // u64, residue f32..., CRC32C) with the step counter moved back by the
-  // compressions since the snapshot, the snapshot's residue and a new CRC.
-  // LoadState validates the result, so a format change fails loudly here.
-  Status RestoreLocked() {
-    constexpr size_t kHeader = 32;
-    std::vector<uint8_t> state = impl_->SaveState();
-    const size_t n = snapshot_residue_.size();
-    auto load_u64 = [&](size_t at) {
-      uint64_t v = 0;
-      for (int b = 7; b >= 0; --b) v = (v << 8) | state[at + b];
-      return v;
-    };
-    auto store_u32 = [&](size_t at, uint32_t v) {
-      for (int b = 0; b < 4; ++b) state[at + b] = static_cast<uint8_t>(v >> (8 * b));
-    };
-    if (state.size() != kHeader + 4 * n + 4 || std::memcmp(state.data(), "ACS\x01", 4) != 0 ||
-        load_u64(24) != n || load_u64(16) < compressed_since_snapshot_) {
-      return Status::Internal("restore: the compressor state layout is not the documented one "
-                              "(docs/wire-format.md section 9); cannot restore the snapshot");
-    }
-    const uint64_t step = load_u64(16) - compressed_since_snapshot_;
-    for (int b = 0; b < 8; ++b) state[16 + b] = static_cast<uint8_t>(step >> (8 * b));
-    for (size_t i = 0; i < n; ++i) {
-      store_u32(kHeader + 4 * i, std::bit_cast<uint32_t>(snapshot_residue_[i]));
-    }
-    const size_t end = state.size() - 4;
-    store_u32(end, internal::Crc32cExtend(0, state.data(), end));
-    return impl_->LoadState(state);
-  }
-
   CodecConfig config_;
   std::unique_ptr<Compressor> impl_;
   mutable std::mutex mu_;
   CompressStats last_stats_;
   // Snapshot() / Restore().
   bool has_snapshot_ = false;
-  std::vector<float> snapshot_residue_;  // capacity kept between steps
+  CompressorSnapshot snapshot_;  // its buffer is kept between steps
   CompressStats snapshot_stats_;
   uint64_t compressed_since_snapshot_ = 0;
 };
@@ -609,5 +573,15 @@ PYBIND11_MODULE(_adacomp, m) {
   // may still hold must not be freed while the interpreter finalizes).
   m.def(
       "_keep_past_exit", [](py::object obj) { obj.inc_ref(); }, py::arg("obj"));
+  // The layer types of the codec level and their default bin sizes (L_T).
+  py::tuple layer_types(adacomp::kLayerTypeCount);
+  py::dict bin_sizes;
+  for (int t = 0; t < adacomp::kLayerTypeCount; ++t) {
+    const auto type = static_cast<adacomp::LayerType>(t);
+    layer_types[t] = py::str(adacomp::LayerTypeName(type));
+    bin_sizes[py::str(adacomp::LayerTypeName(type))] = adacomp::DefaultBinSize(type);
+  }
+  m.attr("LAYER_TYPES") = layer_types;
+  m.attr("DEFAULT_BIN_SIZES") = bin_sizes;
   m.attr("__version__") = ADACOMP_VERSION_STRING;
 }
