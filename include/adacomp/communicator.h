@@ -34,6 +34,25 @@ struct GatheredBuffers {
   }
 };
 
+// Bytes a rank's collectives put on the transport and took from it,
+// cumulative. Counted alike by every implementation (the in-process group
+// counts what the MPI communicator sends for the same calls), per
+// collective with P > 1:
+//   every collective   a 32-byte header to and from each of the P - 1 peers;
+//   AllGatherV         received: the other ranks' bytes; sent: this rank's
+//                      bytes x (P - 1) (each must reach every peer once, so
+//                      the totals over ranks are exact for any algorithm);
+//   AllReduceSum(Half) the ring's chunks, exactly: 4 (2 for half) bytes x
+//                      2 (P - 1) chunks each way;
+//   Broadcast          received: the buffer (non-roots); sent: the buffer x
+//                      (P - 1) (the root).
+// TCP/IP and MPI framing are not included.
+struct CommTraffic {
+  uint64_t sent_bytes = 0;
+  uint64_t received_bytes = 0;
+  uint64_t collectives = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -45,9 +64,24 @@ class Communicator {
   // holds every rank's bytes in rank order. No padding to the longest.
   virtual Status AllGatherV(std::span<const uint8_t> mine, GatheredBuffers* out) = 0;
 
-  // Element-wise sum over ranks, in place; the summation order is rank
-  // order 0,1,...,P-1 on every rank, so all ranks get bit-identical results.
+  // Element-wise sum over ranks, in place, by a ring all-reduce
+  // (reduce-scatter, then all-gather): every rank sends and receives
+  // 2 (P-1)/P of the buffer. The buffer is cut into P chunks (the first
+  // n % P of them one element longer); every element of chunk c is summed
+  // as the left fold that starts at rank c and goes round the ring,
+  //   ((x_c + x_{c+1}) + x_{c+2}) + ... + x_{c+P-1}   (ranks mod P),
+  // identically on every rank and in every implementation, so all ranks get
+  // bit-identical results.
   virtual Status AllReduceSum(std::span<float> data) = 0;
+
+  // The same ring with IEEE binary16 values on the wire (half the bytes):
+  // each hop rounds the partial sum to half (nearest, ties to even) as it is
+  // sent, and the receiver adds its own float32 values to the widened half;
+  // the finished chunk is rounded to half once more, and every rank returns
+  // that half widened to float. Bit-identical on every rank and in every
+  // implementation; for P = 1 it rounds `data` to half. Sums beyond +-65504
+  // become +-Inf (scale the inputs first, e.g. by 1/P).
+  virtual Status AllReduceSumHalf(std::span<float> data) = 0;
 
   // Copies root's `data` into every other rank's `data` (same size everywhere).
   virtual Status Broadcast(std::span<uint8_t> data, int root) = 0;
@@ -58,6 +92,13 @@ class Communicator {
   // pending and next collectives return Aborted naming this rank, rather than
   // hanging. Best effort; safe to call more than once.
   virtual void Abort(const Status& why) = 0;
+
+  // The bytes this rank's collectives have moved since the communicator was
+  // made, counted by the communicator itself (see CommTraffic).
+  CommTraffic traffic() const { return traffic_; }
+
+ protected:
+  CommTraffic traffic_;
 };
 
 // An in-process group of `ranks` communicators sharing memory; hand one to

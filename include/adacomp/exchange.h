@@ -13,10 +13,14 @@
 //   communicate AllGatherV of the messages;
 //   decompress  DecodeAverageMessages: every frame of every message
 //               validated, then the average over the learners per tensor.
-// When every tensor's codec is dense the last three are one AllReduceSum of
-// the float32 gradients, divided by the group size (the same bits as
-// averaging dense frames). Every learner computes the same averaged bytes,
-// so replicas that apply them stay bit-identical.
+// When every tensor's codec is dense the last three are one ring
+// all-reduce (Communicator::AllReduceSum) of the float32 gradients, divided
+// by the group size (the same bits as averaging dense frames). When every
+// tensor is dense with values fp16 it is AllReduceSumHalf of the gradients
+// divided by the group size first (as PyTorch's fp16 hook does): binary16 on
+// the wire, half the bytes. Dense fp16 beside any other tensor setting is
+// refused (dense frames carry float32). Every learner computes the same
+// averaged bytes, so replicas that apply them stay bit-identical.
 //
 // No framework types: gradients and the output are float spans, so the
 // LibTorch trainer, tests and other hosts share this code.
@@ -64,10 +68,15 @@ struct ExchangeResult {
   // written.
   std::vector<std::pair<int, int32_t>> non_finite;
   // Per tensor, summed over the learners (left empty on a skipped step):
-  // bytes sent (whole frames; 4 x elements on the all-reduce path), and
+  // bytes sent (whole frames; 4 x elements on the all-reduce path, 2 x for
+  // fp16), and
   // elements sent with a value.
   std::vector<uint64_t> wire_bytes;
   std::vector<uint64_t> selected;
+  // What this learner's communicator sent and received during the step
+  // (every collective of it, the agreement included; Communicator::traffic()),
+  // skipped steps too: the bytes on the wire, without TCP/IP framing.
+  uint64_t transport_sent_bytes = 0, transport_received_bytes = 0;
   // Wall time of the phases on this learner.
   double compress_seconds = 0, communicate_seconds = 0, decompress_seconds = 0;
 
@@ -99,6 +108,8 @@ class GradientExchange {
   // True when every tensor is dense: the exchange is an all-reduce and
   // there are no compressors.
   bool all_reduce() const { return all_reduce_; }
+  // True when the all-reduce carries binary16 values (dense, values fp16).
+  bool all_reduce_half() const { return half_; }
   // The compressors (one per tensor; none on the all-reduce path), for
   // saving and restoring their state.
   size_t compressors() const { return compressors_.size(); }
@@ -113,12 +124,14 @@ class GradientExchange {
   GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors);
   Status Agree(std::span<const std::span<const float>> grads, double value,
                ExchangeResult* result, ExchangeThrottle* throttle);
+  void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
 
   Communicator& comm_;
   std::vector<ExchangeTensor> tensors_;
   std::vector<size_t> offsets_;
   size_t total_elements_ = 0;
   bool all_reduce_ = false;
+  bool half_ = false;
   std::vector<std::unique_ptr<Compressor>> compressors_;
   std::vector<uint8_t> message_;
   GatheredBuffers gathered_;

@@ -14,12 +14,14 @@
 //    ranks that did not arrive when the deadline passes.
 //  - AllGatherV: the counts come from the headers (no padding), then
 //    MPI_Iallgatherv moves the bytes.
-//  - AllReduceSum: MPI_Igather of every rank's floats to rank 0 (in chunks of
-//    2^20 floats, so rank 0 holds at most P x 4 MiB extra), which sums
-//    them as a left fold in rank order ((x0 + x1) + x2) + ..., exactly as the
-//    in-process group does, then MPI_Ibcast of the sums. Every rank gets
-//    bit-identical results that also equal the in-process group's for the
-//    same inputs. (MPI_Allreduce is not used: it promises no order.)
+//  - AllReduceSum / AllReduceSumHalf: the ring all-reduce of communicator.h
+//    (src/comm/ring.h), point to point: at each of the 2 (P - 1) steps a
+//    rank MPI_Isends one chunk to rank + 1 and MPI_Irecvs one from rank - 1
+//    (pieces of at most 2^24 values), so every rank moves 2 (P - 1) / P of
+//    the buffer each way (float32, or binary16 for the Half variant). The
+//    summation order is fixed per chunk, so every rank gets bit-identical
+//    results that also equal the in-process group's for the same inputs.
+//    (MPI_Allreduce is not used: it promises no order.)
 //  - Broadcast: MPI_Ibcast. Barrier: the header exchange.
 //  - Every step is non-blocking and polled (MPI_Test, then short sleeps) up
 //    to MpiOptions::timeout_seconds per collective. On a timeout the

@@ -4,9 +4,12 @@
 // Test-only header; pure functions.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "../core/half.h"
 
 namespace adacomp::comm_test {
 
@@ -43,15 +46,69 @@ inline std::vector<uint8_t> GatherInput(int rank, size_t n, int salt) {
   return v;
 }
 
-// The reference sum: a scalar left fold in rank order.
-inline std::vector<float> ExpectedSum(int ranks, size_t n, int salt) {
+// Inputs for the half-precision all-reduce: magnitudes up to 50, so that
+// sums over 16 ranks stay far below half's 65504, and some tiny ones.
+inline float HalfInputOf(int rank, size_t i, int salt) {
+  const uint32_t h = Mix(static_cast<uint32_t>(rank) + 2000, static_cast<uint32_t>(i),
+                         static_cast<uint32_t>(salt));
+  const float unit = static_cast<float>(h & 0xFFFFFF) / 16777216.0f - 0.5f;
+  static const float kScales[4] = {1.0f, 100.0f, 1e-3f, 1e-6f};
+  return unit * kScales[h >> 30];
+}
+
+using InputFn = float (*)(int rank, size_t i, int salt);
+
+// The first element of chunk c when n elements are cut into `ranks`
+// chunks, the first n % ranks of them one element longer (c = ranks: n).
+inline size_t ChunkStart(size_t n, int ranks, int c) {
+  size_t start = 0;
+  for (int k = 0; k < c; ++k) start += n / ranks + (static_cast<size_t>(k) < n % ranks ? 1 : 0);
+  return start;
+}
+
+inline float RoundHalf(float x) { return internal::HalfToFloat(internal::FloatToHalf(x)); }
+
+// The reference ring sum, scalar: element i of chunk c is the left fold
+// that starts at rank c and goes round, ((x_c + x_{c+1}) + ...) mod P; with
+// `half`, the partial sum is rounded to half before each addition and the
+// result once more at the end.
+inline std::vector<float> ExpectedSum(int ranks, size_t n, int salt, InputFn input = FloatOf,
+                                      bool half = false) {
   std::vector<float> sum(n);
-  for (size_t i = 0; i < n; ++i) {
-    float acc = FloatOf(0, i, salt);
-    for (int r = 1; r < ranks; ++r) acc = acc + FloatOf(r, i, salt);
-    sum[i] = acc;
+  for (int c = 0; c < ranks; ++c) {
+    for (size_t i = ChunkStart(n, ranks, c); i < ChunkStart(n, ranks, c + 1); ++i) {
+      float acc = input(c, i, salt);
+      for (int k = 1; k < ranks; ++k) {
+        acc = (half ? RoundHalf(acc) : acc) + input((c + k) % ranks, i, salt);
+      }
+      sum[i] = half ? RoundHalf(acc) : acc;
+    }
   }
   return sum;
+}
+
+inline std::vector<float> ExpectedHalfSum(int ranks, size_t n, int salt) {
+  return ExpectedSum(ranks, n, salt, HalfInputOf, true);
+}
+
+// The largest difference from the exact (double) sum that float rounding
+// allows, per element: P - 1 float additions (each off by at most 2^-24 of
+// the sum of magnitudes so far) and, with `half`, P roundings to half (2^-11
+// relative, or 2^-25 absolute among half's subnormals). Returns the index of
+// the first element outside it, or n.
+inline size_t FirstOutsideRounding(const std::vector<float>& got, int ranks, int salt,
+                                   InputFn input = FloatOf, bool half = false) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < ranks; ++r) {
+      exact += input(r, i, salt);
+      magnitude += std::fabs(input(r, i, salt));
+    }
+    double tol = 1.01 * (ranks - 1) * 0x1p-24 * magnitude;
+    if (half) tol += 1.01 * ranks * (0x1p-11 * magnitude + 0x1p-25);
+    if (!(std::fabs(got[i] - exact) <= tol)) return i;
+  }
+  return got.size();
 }
 
 }  // namespace adacomp::comm_test

@@ -45,10 +45,26 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     Communicator& comm, std::vector<ExchangeTensor> tensors) {
   std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors)));
   x->all_reduce_ = true;
+  size_t half_tensors = 0;
   for (const ExchangeTensor& t : x->tensors_) {
     x->offsets_.push_back(x->total_elements_);
     x->total_elements_ += static_cast<size_t>(t.elements);
     if (t.codec.codec != Codec::kDense) x->all_reduce_ = false;
+    if (t.codec.codec == Codec::kDense && t.codec.values == ValueMode::kFp16) ++half_tensors;
+  }
+  // Dense fp16 exists only as the all-reduce (dense frames carry float32),
+  // for every tensor or none: refuse rather than send float32 silently.
+  if (half_tensors > 0) {
+    for (size_t k = 0; k < x->tensors_.size(); ++k) {
+      const ExchangeTensor& t = x->tensors_[k];
+      if (t.codec.codec != Codec::kDense || t.codec.values != ValueMode::kFp16) {
+        return Status::InvalidArgument(
+            "dense with fp16 values is an fp16 all-reduce of every tensor, but tensor " +
+            std::to_string(k) + " (" + t.name + ") is " + std::string(CodecName(t.codec.codec)) +
+            (t.codec.codec == Codec::kDense ? " with float32 values" : ""));
+      }
+    }
+    x->half_ = true;
   }
   if (!x->all_reduce_) {
     for (size_t k = 0; k < x->tensors_.size(); ++k) {
@@ -119,8 +135,12 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
                                      std::to_string(tensors_[k].elements));
     }
   }
+  const CommTraffic before = comm_.traffic();
   ADACOMP_RETURN_IF_ERROR(Agree(grads, value, result, throttle));
-  if (result->skipped()) return Status::OK();
+  if (result->skipped()) {
+    CountTraffic(before, result);
+    return Status::OK();
+  }
 
   const int p = comm_.size();
   result->wire_bytes.assign(n_tensors, 0);
@@ -134,20 +154,24 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
           std::memcpy(averaged.data() + offsets_[k], grads[k].data(), grads[k].size_bytes());
         }
       }
+      // fp16: x / P before the sum (as PyTorch's fp16 hook does), so that
+      // the sums stay within half's range.
+      if (half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
       result->compress_seconds = Since(t0);
     }
     const auto t1 = Clock::now();
-    ADACOMP_RETURN_IF_ERROR(comm_.AllReduceSum(averaged));
+    ADACOMP_RETURN_IF_ERROR(half_ ? comm_.AllReduceSumHalf(averaged) : comm_.AllReduceSum(averaged));
     result->communicate_seconds += Since(t1);
     Hold hold(throttle);
     const auto t2 = Clock::now();
     // x / P, vectorized; the same bits as DecodeAverageAll of dense frames.
-    internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
+    if (!half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
     for (size_t k = 0; k < n_tensors; ++k) {
-      result->wire_bytes[k] = tensors_[k].elements * 4 * static_cast<uint64_t>(p);
+      result->wire_bytes[k] = tensors_[k].elements * (half_ ? 2 : 4) * static_cast<uint64_t>(p);
       result->selected[k] = tensors_[k].elements * static_cast<uint64_t>(p);
     }
     result->decompress_seconds = Since(t2);
+    CountTraffic(before, result);
     return Status::OK();
   }
 
@@ -196,7 +220,14 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
     }
   }
   result->decompress_seconds = Since(t2);
+  CountTraffic(before, result);
   return Status::OK();
+}
+
+void GradientExchange::CountTraffic(const CommTraffic& before, ExchangeResult* result) const {
+  const CommTraffic after = comm_.traffic();
+  result->transport_sent_bytes = after.sent_bytes - before.sent_bytes;
+  result->transport_received_bytes = after.received_bytes - before.received_bytes;
 }
 
 }  // namespace adacomp

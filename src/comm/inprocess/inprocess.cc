@@ -29,11 +29,12 @@
 #include "adacomp/communicator.h"
 
 #include "../messages.h"
+#include "../ring.h"
 
 namespace adacomp {
 namespace {
 
-enum class Op { kAllGatherV, kAllReduceSum, kBroadcast, kBarrier };
+enum class Op { kAllGatherV, kAllReduceSum, kAllReduceSumHalf, kBroadcast, kBarrier };
 
 const char* OpName(Op op) {
   switch (op) {
@@ -41,6 +42,8 @@ const char* OpName(Op op) {
       return "AllGatherV";
     case Op::kAllReduceSum:
       return "AllReduceSum";
+    case Op::kAllReduceSumHalf:
+      return "AllReduceSumHalf";
     case Op::kBroadcast:
       return "Broadcast";
     case Op::kBarrier:
@@ -54,7 +57,7 @@ const char* OpName(Op op) {
 struct Slot {
   Op op = Op::kBarrier;
   const void* data = nullptr;
-  size_t count = 0;  // bytes (AllGatherV, Broadcast) or floats (AllReduceSum)
+  size_t count = 0;  // bytes (AllGatherV, Broadcast) or floats (AllReduceSum*)
   int root = 0;      // Broadcast only
 };
 
@@ -63,7 +66,7 @@ struct Outcome {
   Status status;
   std::vector<uint8_t> bytes;   // AllGatherV: all ranks' bytes; Broadcast: root's bytes
   std::vector<size_t> offsets;  // AllGatherV
-  std::vector<float> sum;       // AllReduceSum
+  std::vector<float> sum;       // AllReduceSum, AllReduceSumHalf
 };
 
 using comm_internal::RankList;
@@ -198,19 +201,34 @@ class Group {
         out->offsets[ranks_] = at;
         break;
       }
-      case Op::kAllReduceSum: {
+      case Op::kAllReduceSum:
+      case Op::kAllReduceSumHalf: {
         const size_t n = slots_[0].count;
-        if (Status s = CheckSameCount(where + " (AllReduceSum)", "floats"); !s.ok()) {
+        if (Status s = CheckSameCount(where + " (" + OpName(op) + ")", "floats"); !s.ok()) {
           out->status = std::move(s);
           return out;
         }
+        // The ring's arithmetic (ring.h): chunk c is the left fold that
+        // starts at rank c, ((x_c + x_{c+1}) + ...) mod P, in half mode with
+        // the partial sum rounded to half before every hop and at the end.
+        const bool half = op == Op::kAllReduceSumHalf;
         out->sum.resize(n);
-        if (n > 0) std::memcpy(out->sum.data(), slots_[0].data, n * sizeof(float));
-        // Left fold in rank order: ((x0 + x1) + x2) + ... for every element.
-        for (int r = 1; r < ranks_; ++r) {
-          const float* x = static_cast<const float*>(slots_[r].data);
-          float* acc = out->sum.data();
-          for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+        for (int c = 0; c < ranks_; ++c) {
+          const comm_internal::Chunk chunk = comm_internal::RingChunk(n, ranks_, c);
+          if (chunk.size == 0) continue;
+          float* acc = out->sum.data() + chunk.begin;
+          std::memcpy(acc, static_cast<const float*>(slots_[c].data) + chunk.begin,
+                      chunk.size * sizeof(float));
+          for (int k = 1; k < ranks_; ++k) {
+            const float* own =
+                static_cast<const float*>(slots_[(c + k) % ranks_].data) + chunk.begin;
+            if (half) {
+              comm_internal::AddPartialViaHalf(acc, own, chunk.size);
+            } else {
+              comm_internal::AddPartial(acc, own, chunk.size);
+            }
+          }
+          if (half) comm_internal::RoundToHalf(acc, chunk.size);
         }
         break;
       }
@@ -287,39 +305,77 @@ class InProcessCommunicator final : public Communicator {
   Status AllGatherV(std::span<const uint8_t> mine, GatheredBuffers* out) override {
     assert(out != nullptr);
     std::shared_ptr<const Outcome> outcome;
-    ADACOMP_RETURN_IF_ERROR(
-        group_->Run(rank_, Slot{Op::kAllGatherV, mine.data(), mine.size(), 0}, &outcome));
+    const Status st =
+        group_->Run(rank_, Slot{Op::kAllGatherV, mine.data(), mine.size(), 0}, &outcome);
+    CountHeaders(outcome);
+    ADACOMP_RETURN_IF_ERROR(st);
     out->data.assign(outcome->bytes.begin(), outcome->bytes.end());
     out->offsets = outcome->offsets;
+    const int p = size();
+    if (p > 1) {
+      traffic_.sent_bytes += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(p - 1);
+      traffic_.received_bytes += out->data.size() - mine.size();
+    }
     return Status::OK();
   }
 
-  Status AllReduceSum(std::span<float> data) override {
-    std::shared_ptr<const Outcome> outcome;
-    ADACOMP_RETURN_IF_ERROR(
-        group_->Run(rank_, Slot{Op::kAllReduceSum, data.data(), data.size(), 0}, &outcome));
-    if (!data.empty()) std::memcpy(data.data(), outcome->sum.data(), data.size_bytes());
-    return Status::OK();
+  Status AllReduceSum(std::span<float> data) override { return Reduce(Op::kAllReduceSum, data); }
+  Status AllReduceSumHalf(std::span<float> data) override {
+    return Reduce(Op::kAllReduceSumHalf, data);
   }
 
   Status Broadcast(std::span<uint8_t> data, int root) override {
     std::shared_ptr<const Outcome> outcome;
-    ADACOMP_RETURN_IF_ERROR(
-        group_->Run(rank_, Slot{Op::kBroadcast, data.data(), data.size(), root}, &outcome));
+    const Status st =
+        group_->Run(rank_, Slot{Op::kBroadcast, data.data(), data.size(), root}, &outcome);
+    CountHeaders(outcome);
+    ADACOMP_RETURN_IF_ERROR(st);
     if (rank_ != root && !data.empty()) {
       std::memcpy(data.data(), outcome->bytes.data(), data.size());
+    }
+    if (size() > 1) {
+      if (rank_ == root) {
+        traffic_.sent_bytes += static_cast<uint64_t>(data.size()) * (size() - 1);
+      } else {
+        traffic_.received_bytes += data.size();
+      }
     }
     return Status::OK();
   }
 
   Status Barrier() override {
     std::shared_ptr<const Outcome> outcome;
-    return group_->Run(rank_, Slot{Op::kBarrier, nullptr, 0, 0}, &outcome);
+    const Status st = group_->Run(rank_, Slot{Op::kBarrier, nullptr, 0, 0}, &outcome);
+    CountHeaders(outcome);
+    return st;
   }
 
   void Abort(const Status& why) override { group_->Abort(rank_, why); }
 
  private:
+  Status Reduce(Op op, std::span<float> data) {
+    std::shared_ptr<const Outcome> outcome;
+    const Status st = group_->Run(rank_, Slot{op, data.data(), data.size(), 0}, &outcome);
+    CountHeaders(outcome);
+    ADACOMP_RETURN_IF_ERROR(st);
+    if (!data.empty()) std::memcpy(data.data(), outcome->sum.data(), data.size_bytes());
+    const comm_internal::RingTraffic t = comm_internal::RingBytes(
+        data.size(), size(), rank_, op == Op::kAllReduceSumHalf ? 2 : sizeof(float));
+    traffic_.sent_bytes += t.sent;
+    traffic_.received_bytes += t.received;
+    return Status::OK();
+  }
+
+  // A generation that completed (OK or a mismatch) exchanged headers, as
+  // the MPI communicator's would have.
+  void CountHeaders(const std::shared_ptr<const Outcome>& outcome) {
+    if (!outcome) return;
+    ++traffic_.collectives;
+    const uint64_t peers = static_cast<uint64_t>(size() - 1);
+    traffic_.sent_bytes += comm_internal::kHeaderBytes * peers;
+    traffic_.received_bytes += comm_internal::kHeaderBytes * peers;
+  }
+
   std::shared_ptr<Group> group_;
   int rank_;
 };

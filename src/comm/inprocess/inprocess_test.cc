@@ -88,15 +88,72 @@ TEST_P(CollectiveTest, AllGatherVReturnsEveryRanksBytesInRankOrder) {
   });
 }
 
-TEST_P(CollectiveTest, AllReduceSumIsARankOrderFoldBitForBitOnEveryRank) {
+TEST_P(CollectiveTest, AllReduceSumIsTheRingFoldBitForBitOnEveryRank) {
   Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
   const std::vector<float> expected = ExpectedSum(ranks(), n(), 2);
+  EXPECT_EQ(FirstOutsideRounding(expected, ranks(), 2), n());
   OnEveryRank(comms, [&](Communicator& c) {
     std::vector<float> data(n());
     for (size_t i = 0; i < n(); ++i) data[i] = FloatOf(c.rank(), i, 2);
     ASSERT_TRUE(c.AllReduceSum(data).ok());
     EXPECT_TRUE(SameBits(data, expected)) << "rank " << c.rank();
+    EXPECT_EQ(FirstOutsideRounding(data, ranks(), 2), n()) << "rank " << c.rank();
   });
+}
+
+TEST_P(CollectiveTest, AllReduceSumHalfIsTheHalfRingFoldBitForBitOnEveryRank) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  const std::vector<float> expected = ExpectedHalfSum(ranks(), n(), 4);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(n());
+    for (size_t i = 0; i < n(); ++i) data[i] = HalfInputOf(c.rank(), i, 4);
+    ASSERT_TRUE(c.AllReduceSumHalf(data).ok());
+    EXPECT_TRUE(SameBits(data, expected)) << "rank " << c.rank();
+    EXPECT_EQ(FirstOutsideRounding(data, ranks(), 4, HalfInputOf, true), n())
+        << "rank " << c.rank();
+    size_t not_half = n();
+    for (size_t i = 0; i < n(); ++i) {
+      if (RoundHalf(data[i]) != data[i]) {
+        not_half = i;
+        break;
+      }
+    }
+    EXPECT_EQ(not_half, n()) << "every result is a half value";
+  });
+}
+
+// Traffic: the ring moves 2 (P - 1) chunks each way (4 or 2 bytes a value),
+// plus a 32-byte header to and from each peer per collective; the totals
+// over ranks balance.
+TEST_P(CollectiveTest, TrafficCountsTheRingsChunksAndTheHeaders) {
+  const int p = ranks();
+  Comms comms = CreateInProcessGroup(p, kTestTimeout);
+  std::vector<CommTraffic> after(p);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(n(), 1.0f);
+    ASSERT_TRUE(c.AllReduceSum(data).ok());
+    ASSERT_TRUE(c.AllReduceSumHalf(data).ok());
+    after[c.rank()] = c.traffic();
+  });
+  uint64_t sent = 0, received = 0;
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(after[r].collectives, 2u);
+    // Chunks this rank sends: all but (r + 1) and (r + 2) mod P; receives:
+    // all but r and (r + 1) mod P.
+    auto len = [&](int c) { return ChunkStart(n(), p, c % p + 1) - ChunkStart(n(), p, c % p); };
+    uint64_t want_sent = p > 1 ? 2 * n() - len(r + 1) - len(r + 2) : 0;
+    uint64_t want_received = p > 1 ? 2 * n() - len(r) - len(r + 1) : 0;
+    const uint64_t headers = 2 * 32 * static_cast<uint64_t>(p - 1);
+    EXPECT_EQ(after[r].sent_bytes, 6 * want_sent + headers) << "rank " << r;
+    EXPECT_EQ(after[r].received_bytes, 6 * want_received + headers) << "rank " << r;
+    sent += after[r].sent_bytes;
+    received += after[r].received_bytes;
+  }
+  EXPECT_EQ(sent, received);
+  if (n() % p == 0) {
+    // Exactly 2 (P - 1) / P of the buffer, fp32 and fp16.
+    EXPECT_EQ(after[0].sent_bytes - 2 * 32 * (p - 1), 2 * (p - 1) * n() / p * 6);
+  }
 }
 
 TEST_P(CollectiveTest, BroadcastCopiesTheRootsBytesFromEveryRoot) {
@@ -168,9 +225,16 @@ TEST_P(SequenceTest, ManyMixedCollectivesInARowEachGetTheirOwnResult) {
         case 1: {
           std::vector<float> data(n);
           for (size_t i = 0; i < n; ++i) data[i] = FloatOf(c.rank(), i, step);
-          ASSERT_TRUE(c.AllReduceSum(data).ok());
-          ASSERT_TRUE(SameBits(data, ExpectedSum(ranks, n, step)))
-              << "step " << step << " rank " << c.rank();
+          if (step % 8 == 1) {
+            ASSERT_TRUE(c.AllReduceSum(data).ok());
+            ASSERT_TRUE(SameBits(data, ExpectedSum(ranks, n, step)))
+                << "step " << step << " rank " << c.rank();
+          } else {
+            for (size_t i = 0; i < n; ++i) data[i] = HalfInputOf(c.rank(), i, step);
+            ASSERT_TRUE(c.AllReduceSumHalf(data).ok());
+            ASSERT_TRUE(SameBits(data, ExpectedHalfSum(ranks, n, step)))
+                << "step " << step << " rank " << c.rank();
+          }
           break;
         }
         case 2: {
@@ -194,16 +258,44 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SequenceTest, ::testing::Values(1, 2, 3, 4, 8, 1
 // ---------------------------------------------------------------------------
 // Summation order and signed zero.
 
-TEST(InProcessAllReduceSum, SumsInRankOrderNotPairwise) {
-  // (1e8 + 1) - 1e8 == 0 in float; (1e8 - 1e8) + 1 == 1.
+TEST(InProcessAllReduceSum, EachChunkFoldsFromItsOwnRankRoundTheRing) {
+  // (1e8 + 1) - 1e8 == 0 in float; (1e8 - 1e8) + 1 == 1. Three elements,
+  // one per chunk; element e is 1e8 on rank e, 1 on rank e + 1 and -1e8 on
+  // rank e + 2 (mod 3), so the ring's fold (from rank e) gives 0 for each,
+  // where a rank-order fold would give 1 for elements 1 and 2.
   Comms comms = CreateInProcessGroup(3, kTestTimeout);
   const float inputs[3] = {1e8f, 1.0f, -1e8f};
   OnEveryRank(comms, [&](Communicator& c) {
-    std::vector<float> data = {inputs[c.rank()], inputs[2 - c.rank()]};
+    std::vector<float> data(3);
+    for (int e = 0; e < 3; ++e) data[e] = inputs[(c.rank() - e + 3) % 3];
     ASSERT_TRUE(c.AllReduceSum(data).ok());
-    EXPECT_EQ(data[0], 0.0f) << "rank " << c.rank();  // ((1e8 + 1) + -1e8)
-    EXPECT_EQ(data[1], 0.0f) << "rank " << c.rank();  // ((-1e8 + 1) + 1e8)
+    for (int e = 0; e < 3; ++e) EXPECT_EQ(data[e], 0.0f) << "rank " << c.rank() << " e " << e;
   });
+}
+
+TEST(InProcessAllReduceSumHalf, RoundsEveryHopToHalfAndOverflowsToInf) {
+  // 1 + 2^-11 is not a half (it rounds to 1): the partial sum is rounded to
+  // half before each hop, so three ranks adding 2^-11 to 1 each keep 1 as
+  // long as the rounding happens per hop.
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    // One chunk each; element e starts on rank e.
+    std::vector<float> data(3);
+    for (int e = 0; e < 3; ++e) data[e] = c.rank() == e ? 1.0f : 0x1p-11f;
+    std::vector<float> big = {c.rank() == 0 ? 60000.0f : 10000.0f};
+    ASSERT_TRUE(c.AllReduceSumHalf(data).ok());
+    for (int e = 0; e < 3; ++e) EXPECT_EQ(data[e], 1.0f) << "rank " << c.rank() << " e " << e;
+    ASSERT_TRUE(c.AllReduceSumHalf(big).ok());
+    EXPECT_TRUE(std::isinf(big[0])) << big[0];
+  });
+  // One rank: the input rounded to half.
+  Comms one = CreateInProcessGroup(1, kTestTimeout);
+  std::vector<float> x = {1.0f + 0x1p-12f, 0.1f, -0.0f};
+  ASSERT_TRUE(one[0]->AllReduceSumHalf(x).ok());
+  EXPECT_EQ(x[0], 1.0f);
+  EXPECT_EQ(x[1], RoundHalf(0.1f));
+  EXPECT_TRUE(std::signbit(x[2]));
+  EXPECT_EQ(one[0]->traffic().sent_bytes, 0u);
 }
 
 TEST(InProcessAllReduceSum, KeepsNegativeZeroAndSingleRankInputExactly) {
@@ -220,6 +312,17 @@ TEST(InProcessAllReduceSum, KeepsNegativeZeroAndSingleRankInputExactly) {
 
 // ---------------------------------------------------------------------------
 // Mismatched calls: InvalidArgument on every rank, and the group stays usable.
+
+TEST(InProcessMismatch, AllReduceSumHalfSizesDifferFailsOnEveryRank) {
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<float> data(c.rank() == 2 ? 3 : 4, 1.0f);
+    Status s = c.AllReduceSumHalf(data);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("AllReduceSumHalf"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("rank 2 3 floats"), std::string::npos) << s.ToString();
+  });
+}
 
 TEST(InProcessMismatch, AllReduceSumSizesDifferFailsOnEveryRank) {
   Comms comms = CreateInProcessGroup(3, kTestTimeout);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../messages.h"
+#include "../ring.h"
 
 namespace adacomp {
 namespace {
@@ -55,7 +56,8 @@ enum Kind : int64_t {
   kAllReduceSum = 2,
   kBroadcast = 3,
   kBarrier = 4,
-  kLeave = 5
+  kLeave = 5,
+  kAllReduceSumHalf = 6
 };
 
 const char* KindName(int64_t kind) {
@@ -70,6 +72,8 @@ const char* KindName(int64_t kind) {
       return "Barrier";
     case kLeave:
       return "Leave";
+    case kAllReduceSumHalf:
+      return "AllReduceSumHalf";
   }
   return "unknown collective";
 }
@@ -84,10 +88,11 @@ struct Header {
 static_assert(sizeof(Header) == 4 * sizeof(int64_t));
 
 constexpr int kHeaderTag = 7301;
-// Large AllReduceSum / Broadcast payloads move in chunks: MPI counts are int,
-// and rank 0's gather buffer is P chunks.
-constexpr size_t kReduceChunkFloats = size_t{1} << 20;
+constexpr int kRingTag = 7302;
+// Large Broadcast payloads move in pieces (MPI counts are int); so do the
+// ring's chunks, in pieces of at most 2^24 values.
 constexpr size_t kBroadcastChunkBytes = size_t{1} << 30;
+constexpr size_t kRingPieceValues = size_t{1} << 24;
 
 std::string MpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -168,43 +173,18 @@ class MpiCommunicator final : public Communicator {
                                 &request)));
       ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
       out->data.assign(recv_bytes_.begin(), recv_bytes_.begin() + total);
+      traffic_.sent_bytes += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(size_ - 1);
+      traffic_.received_bytes += total - mine.size();
     } else {
       out->data.assign(mine.begin(), mine.end());
     }
     return Status::OK();
   }
 
-  Status AllReduceSum(std::span<float> data) override {
-    Collective c;
-    ADACOMP_RETURN_IF_ERROR(Begin(kAllReduceSum, static_cast<int64_t>(data.size()), 0, &c));
-    if (size_ == 1) return Status::OK();
-    for (size_t begin = 0; begin < data.size(); begin += kReduceChunkFloats) {
-      const size_t n = std::min(kReduceChunkFloats, data.size() - begin);
-      reduce_send_.assign(data.begin() + begin, data.begin() + begin + n);
-      if (rank_ == 0) reduce_gathered_.resize(n * size_);
-      MPI_Request request = MPI_REQUEST_NULL;
-      ADACOMP_RETURN_IF_ERROR(
-          Check(c, "MPI_Igather",
-                MPI_Igather(reduce_send_.data(), static_cast<int>(n), MPI_FLOAT,
-                            rank_ == 0 ? reduce_gathered_.data() : nullptr, static_cast<int>(n),
-                            MPI_FLOAT, 0, comm_, &request)));
-      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
-      if (rank_ == 0) {
-        // Left fold in rank order, the same arithmetic as the in-process group.
-        float* acc = reduce_send_.data();
-        std::memcpy(acc, reduce_gathered_.data(), n * sizeof(float));
-        for (int r = 1; r < size_; ++r) {
-          const float* x = reduce_gathered_.data() + static_cast<size_t>(r) * n;
-          for (size_t i = 0; i < n; ++i) acc[i] += x[i];
-        }
-      }
-      ADACOMP_RETURN_IF_ERROR(Check(
-          c, "MPI_Ibcast",
-          MPI_Ibcast(reduce_send_.data(), static_cast<int>(n), MPI_FLOAT, 0, comm_, &request)));
-      ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
-      std::memcpy(data.data() + begin, reduce_send_.data(), n * sizeof(float));
-    }
-    return Status::OK();
+  Status AllReduceSum(std::span<float> data) override { return RingAllReduce(kAllReduceSum, data); }
+
+  Status AllReduceSumHalf(std::span<float> data) override {
+    return RingAllReduce(kAllReduceSumHalf, data);
   }
 
   Status Broadcast(std::span<uint8_t> data, int root) override {
@@ -224,6 +204,11 @@ class MpiCommunicator final : public Communicator {
           MPI_Ibcast(bcast_bytes_.data(), static_cast<int>(n), MPI_BYTE, root, comm_, &request)));
       ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
       if (rank_ != root) std::memcpy(data.data() + begin, bcast_bytes_.data(), n);
+    }
+    if (rank_ == root) {
+      traffic_.sent_bytes += static_cast<uint64_t>(data.size()) * static_cast<uint64_t>(size_ - 1);
+    } else {
+      traffic_.received_bytes += data.size();
     }
     return Status::OK();
   }
@@ -357,6 +342,12 @@ class MpiCommunicator final : public Communicator {
                                         " did not arrive"));
       }
     }
+    if (size_ > 1) {
+      const uint64_t peers = static_cast<uint64_t>(size_ - 1);
+      traffic_.sent_bytes += comm_internal::kHeaderBytes * peers;
+      traffic_.received_bytes += comm_internal::kHeaderBytes * peers;
+    }
+    ++traffic_.collectives;
     ADACOMP_RETURN_IF_ERROR(CheckNobodyLeft(*c));
     return CheckHeaders(*c);
   }
@@ -408,7 +399,7 @@ class MpiCommunicator final : public Communicator {
                    std::to_string(headers_[r].sequence);
           }));
     }
-    if (c.kind == kAllReduceSum && !same_count) {
+    if ((c.kind == kAllReduceSum || c.kind == kAllReduceSumHalf) && !same_count) {
       return Status::InvalidArgument(
           Where(c) +
           ": sizes differ across ranks (every rank must pass the same):" + list([&](int r) {
@@ -440,6 +431,114 @@ class MpiCommunicator final : public Communicator {
     return Status::OK();
   }
 
+  // The ring all-reduce of ring.h, point to point with the neighbours
+  // (rank - 1 sends to us, we send to rank + 1), every value in a buffer
+  // this object owns.
+  Status RingAllReduce(int64_t kind, std::span<float> data) {
+    Collective c;
+    ADACOMP_RETURN_IF_ERROR(Begin(kind, static_cast<int64_t>(data.size()), 0, &c));
+    const bool half = kind == kAllReduceSumHalf;
+    const size_t n = data.size();
+    if (size_ == 1) {
+      if (half) comm_internal::RoundToHalf(data.data(), n);
+      return Status::OK();
+    }
+    using comm_internal::Mod;
+    using comm_internal::RingChunk;
+    ring_work_.assign(data.begin(), data.end());
+    const size_t max_chunk = RingChunk(n, size_, 0).size;
+    if (half) {
+      ring_send_half_.resize(max_chunk);
+      ring_recv_half_.resize(max_chunk);
+    } else {
+      ring_recv_.resize(max_chunk);
+    }
+    const int next = Mod(rank_ + 1, size_);
+    const int prev = Mod(rank_ - 1, size_);
+    // Reduce-scatter: P - 1 hops; then this rank holds chunk rank + 1.
+    for (int s = 0; s + 1 < size_; ++s) {
+      const comm_internal::Chunk out = RingChunk(n, size_, Mod(rank_ - s, size_));
+      const comm_internal::Chunk in = RingChunk(n, size_, Mod(rank_ - s - 1, size_));
+      if (half) {
+        comm_internal::ToHalf(ring_work_.data() + out.begin, ring_send_half_.data(), out.size);
+        ADACOMP_RETURN_IF_ERROR(Exchange(c, ring_send_half_.data(), out.size,
+                                         ring_recv_half_.data(), in.size, 2, next, prev));
+        comm_internal::AddHalfPartial(ring_work_.data() + in.begin, ring_recv_half_.data(),
+                                      in.size);
+      } else {
+        ADACOMP_RETURN_IF_ERROR(Exchange(c, ring_work_.data() + out.begin, out.size,
+                                         ring_recv_.data(), in.size, 4, next, prev));
+        // The partial sum is the left operand, as in the in-process fold.
+        float* own = ring_work_.data() + in.begin;
+        const float* partial = ring_recv_.data();
+        for (size_t i = 0; i < in.size; ++i) own[i] = partial[i] + own[i];
+      }
+    }
+    if (half) {
+      const comm_internal::Chunk mine = RingChunk(n, size_, Mod(rank_ + 1, size_));
+      comm_internal::RoundToHalf(ring_work_.data() + mine.begin, mine.size);
+    }
+    // All-gather: P - 1 hops passing the finished chunks on.
+    for (int s = 0; s + 1 < size_; ++s) {
+      const comm_internal::Chunk out = RingChunk(n, size_, Mod(rank_ + 1 - s, size_));
+      const comm_internal::Chunk in = RingChunk(n, size_, Mod(rank_ - s, size_));
+      if (half) {
+        comm_internal::ToHalf(ring_work_.data() + out.begin, ring_send_half_.data(), out.size);
+        ADACOMP_RETURN_IF_ERROR(Exchange(c, ring_send_half_.data(), out.size,
+                                         ring_recv_half_.data(), in.size, 2, next, prev));
+        comm_internal::FromHalf(ring_recv_half_.data(), ring_work_.data() + in.begin, in.size);
+      } else {
+        ADACOMP_RETURN_IF_ERROR(Exchange(c, ring_work_.data() + out.begin, out.size,
+                                         ring_work_.data() + in.begin, in.size, 4, next, prev));
+      }
+    }
+    if (n > 0) std::memcpy(data.data(), ring_work_.data(), n * sizeof(float));
+    const comm_internal::RingTraffic t =
+        comm_internal::RingBytes(n, size_, rank_, half ? 2 : sizeof(float));
+    traffic_.sent_bytes += t.sent;
+    traffic_.received_bytes += t.received;
+    return Status::OK();
+  }
+
+  // Sends send_count values of value_bytes each to `to` while receiving
+  // recv_count from `from`, in pieces, polled against the deadline. Both
+  // buffers belong to this object.
+  Status Exchange(const Collective& c, const void* send, size_t send_count, void* recv,
+                  size_t recv_count, size_t value_bytes, int to, int from) {
+    const auto* out = static_cast<const uint8_t*>(send);
+    auto* in = static_cast<uint8_t*>(recv);
+    size_t sent = 0;
+    size_t received = 0;
+    while (sent < send_count || received < recv_count) {
+      MPI_Request pair[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      const size_t rn = std::min(kRingPieceValues, recv_count - received);
+      const size_t sn = std::min(kRingPieceValues, send_count - sent);
+      if (rn > 0) {
+        ADACOMP_RETURN_IF_ERROR(
+            Check(c, "MPI_Irecv",
+                  MPI_Irecv(in + received * value_bytes, static_cast<int>(rn * value_bytes),
+                            MPI_BYTE, from, kRingTag, comm_, &pair[0])));
+      }
+      if (sn > 0) {
+        ADACOMP_RETURN_IF_ERROR(
+            Check(c, "MPI_Isend",
+                  MPI_Isend(out + sent * value_bytes, static_cast<int>(sn * value_bytes), MPI_BYTE,
+                            to, kRingTag, comm_, &pair[1])));
+      }
+      bool timed_out = false;
+      ADACOMP_RETURN_IF_ERROR(Poll(c, pair, 2, &timed_out));
+      if (timed_out) {
+        return Fail(Status::Unavailable(
+            Where(c) + ": every rank arrived but the ring exchange with rank " +
+            std::to_string(from) + " and rank " + std::to_string(to) + " did not finish within " +
+            Seconds(timeout_seconds_) + " s (a peer stalled or died)"));
+      }
+      received += rn;
+      sent += sn;
+    }
+    return Status::OK();
+  }
+
   MPI_Comm comm_;
   const int rank_;
   const int size_;
@@ -457,8 +556,10 @@ class MpiCommunicator final : public Communicator {
   std::vector<uint8_t> recv_bytes_;
   std::vector<int> counts_;
   std::vector<int> displs_;
-  std::vector<float> reduce_send_;
-  std::vector<float> reduce_gathered_;
+  std::vector<float> ring_work_;
+  std::vector<float> ring_recv_;
+  std::vector<uint16_t> ring_send_half_;
+  std::vector<uint16_t> ring_recv_half_;
   std::vector<uint8_t> bcast_bytes_;
 };
 

@@ -1,7 +1,8 @@
 // Tests for the MPI communicator. Run under mpirun, every rank runs every
-// test (ctest: mpirun -np 2 and -np 4). Each result is checked against a
+// test (ctest: mpirun -np 2, 3 and 4). Each result is checked against a
 // simple scalar formula and against what the in-process group gives for the
-// same inputs (bit for bit for AllReduceSum).
+// same inputs (bit for bit for AllReduceSum and AllReduceSumHalf, whose ring
+// both implementations follow; also the traffic they count).
 #include "adacomp/mpi_communicator.h"
 
 #include <gtest/gtest.h>
@@ -28,10 +29,30 @@ using namespace comm_test;  // NOLINT: the shared inputs and references
 
 Communicator* g_comm = nullptr;
 
-std::vector<float> FloatInput(int rank, size_t n, int salt) {
+std::vector<float> FloatInput(int rank, size_t n, int salt, InputFn input = FloatOf) {
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = FloatOf(rank, i, salt);
+  for (size_t i = 0; i < n; ++i) v[i] = input(rank, i, salt);
   return v;
+}
+
+uint64_t Digest(const std::vector<float>& data) {
+  uint64_t digest = 1469598103934665603ull;
+  for (float f : data) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    digest = (digest ^ bits) * 1099511628211ull;
+  }
+  return digest;
+}
+
+// Every rank holds the same bits: compares each rank's digest via a gather.
+void ExpectSameOnEveryRank(const std::vector<float>& data, const std::string& what) {
+  const uint64_t digest = Digest(data);
+  GatheredBuffers digests;
+  ASSERT_TRUE(g_comm->AllGatherV({reinterpret_cast<const uint8_t*>(&digest), 8}, &digests).ok());
+  for (size_t r = 0; r < digests.ranks(); ++r) {
+    EXPECT_EQ(std::memcmp(digests.rank(r).data(), &digest, 8), 0) << "rank " << r << " " << what;
+  }
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -82,46 +103,89 @@ TEST(Mpi, AllGatherVMatchesFormulaAndInProcessGroup) {
   }
 }
 
-TEST(Mpi, AllReduceSumIsBitIdenticalToRankOrderFoldAndInProcessGroup) {
+// The ring in both precisions: equal to the scalar ring fold and to the
+// in-process group's result bit for bit, within float (and half) rounding
+// of the exact sum, the same on every rank, and the same traffic counted.
+void CheckRing(bool half) {
   const int p = g_comm->size();
-  // 2.5M floats also exercises the chunked path (chunks of 2^20 floats).
-  for (size_t n : {size_t{0}, size_t{1}, size_t{1001}, size_t{1000000}, size_t{2500000}}) {
-    std::vector<float> data = FloatInput(g_comm->rank(), n, 21);
-    ASSERT_TRUE(g_comm->AllReduceSum(data).ok());
-    EXPECT_TRUE(SameBits(data, ExpectedSum(p, n, 21))) << "n " << n;
+  const int salt = half ? 23 : 21;
+  const InputFn input = half ? HalfInputOf : FloatOf;
+  // 2.5M floats also exercises a chunk of more than 2^20 floats.
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{2}, size_t{1001}, size_t{1000000}, size_t{2500000}}) {
+    std::vector<float> data = FloatInput(g_comm->rank(), n, salt, input);
+    const CommTraffic before = g_comm->traffic();
+    ASSERT_TRUE((half ? g_comm->AllReduceSumHalf(data) : g_comm->AllReduceSum(data)).ok());
+    const CommTraffic after = g_comm->traffic();
+    EXPECT_TRUE(SameBits(data, ExpectedSum(p, n, salt, input, half))) << "n " << n;
+    EXPECT_EQ(FirstOutsideRounding(data, p, salt, input, half), n) << "n " << n;
     std::vector<float> reference;
+    CommTraffic ref_traffic;
     InProcess(p, [&](Communicator& c) {
-      std::vector<float> mine = FloatInput(c.rank(), n, 21);
-      ASSERT_TRUE(c.AllReduceSum(mine).ok());
-      if (c.rank() == 0) reference = std::move(mine);
+      std::vector<float> mine = FloatInput(c.rank(), n, salt, input);
+      ASSERT_TRUE((half ? c.AllReduceSumHalf(mine) : c.AllReduceSum(mine)).ok());
+      if (c.rank() == g_comm->rank()) {
+        reference = std::move(mine);
+        ref_traffic = c.traffic();
+      }
     });
     EXPECT_TRUE(SameBits(data, reference)) << "n " << n;
-    // Every rank holds the same bits: compare each rank's digest via gather.
-    uint64_t digest = 1469598103934665603ull;
-    for (float f : data) {
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      digest = (digest ^ bits) * 1099511628211ull;
+    EXPECT_EQ(after.sent_bytes - before.sent_bytes, ref_traffic.sent_bytes) << "n " << n;
+    EXPECT_EQ(after.received_bytes - before.received_bytes, ref_traffic.received_bytes)
+        << "n " << n;
+    if (n % p == 0) {
+      // 2 (P - 1) / P of the buffer each way, plus the headers.
+      const uint64_t want = 2 * (p - 1) * (n / p) * (half ? 2 : 4) + 32 * (p - 1);
+      EXPECT_EQ(after.sent_bytes - before.sent_bytes, want) << "n " << n;
+      EXPECT_EQ(after.received_bytes - before.received_bytes, want) << "n " << n;
     }
-    GatheredBuffers digests;
-    ASSERT_TRUE(g_comm->AllGatherV({reinterpret_cast<const uint8_t*>(&digest), 8}, &digests).ok());
-    for (int r = 0; r < p; ++r) {
-      EXPECT_EQ(std::memcmp(digests.rank(r).data(), &digest, 8), 0) << "rank " << r << " n " << n;
-    }
+    ExpectSameOnEveryRank(data, "n " + std::to_string(n));
   }
 }
 
-TEST(Mpi, AllReduceSumKeepsRankOrderAndNegativeZero) {
+TEST(Mpi, AllReduceSumIsTheRingFoldBitIdenticalToInProcessGroup) { CheckRing(false); }
+
+TEST(Mpi, AllReduceSumHalfIsTheHalfRingFoldBitIdenticalToInProcessGroup) { CheckRing(true); }
+
+TEST(Mpi, AllReduceSumFoldsEachChunkFromItsOwnRankAndKeepsNegativeZero) {
   const int p = g_comm->size();
-  // Rank 0 adds 1e8, rank 1 adds 1, the last rank adds -1e8 (others 0):
-  // ((1e8 + 1) + 0...) - 1e8 == 0 in rank order; a pairwise sum gives 1.
-  std::vector<float> data = {0.0f, -0.0f};
-  if (g_comm->rank() == 0) data[0] = 1e8f;
-  if (g_comm->rank() == 1) data[0] = 1.0f;
-  if (p > 2 && g_comm->rank() == p - 1) data[0] = -1e8f;
+  const int me = g_comm->rank();
+  // One element per chunk. Element e: 1e8 on rank e, 1 on rank e + 1,
+  // -1e8 on rank e + 2 (P > 2), 0 elsewhere: the ring's fold from rank e
+  // gives ((1e8 + 1) + -1e8) + 0 ... == 0; a fold from any other rank
+  // would give 1. Then -0 on every rank stays -0.
+  std::vector<float> data(p, 0.0f);
+  for (int e = 0; e < p; ++e) {
+    const int d = (me - e + p) % p;
+    if (d == 0) data[e] = 1e8f;
+    if (d == 1) data[e] = 1.0f;
+    if (p > 2 && d == 2) data[e] = -1e8f;
+  }
   ASSERT_TRUE(g_comm->AllReduceSum(data).ok());
-  EXPECT_EQ(data[0], p > 2 ? 0.0f : 1e8f + 1.0f);
-  EXPECT_TRUE(std::signbit(data[1]));
+  for (int e = 0; e < p; ++e) EXPECT_EQ(data[e], p > 2 ? 0.0f : 1e8f + 1.0f) << "e " << e;
+  std::vector<float> zeros(3, -0.0f);
+  ASSERT_TRUE(g_comm->AllReduceSum(zeros).ok());
+  for (float z : zeros) EXPECT_TRUE(std::signbit(z));
+  ASSERT_TRUE(g_comm->AllReduceSumHalf(zeros).ok());
+  for (float z : zeros) EXPECT_TRUE(std::signbit(z));
+}
+
+TEST(Mpi, AllGatherVTrafficEqualsTheInProcessGroups) {
+  const int p = g_comm->size();
+  const CommTraffic before = g_comm->traffic();
+  GatheredBuffers got;
+  ASSERT_TRUE(g_comm->AllGatherV(GatherInput(g_comm->rank(), 1001, 5), &got).ok());
+  const CommTraffic after = g_comm->traffic();
+  CommTraffic ref;
+  InProcess(p, [&](Communicator& c) {
+    GatheredBuffers mine;
+    ASSERT_TRUE(c.AllGatherV(GatherInput(c.rank(), 1001, 5), &mine).ok());
+    if (c.rank() == g_comm->rank()) ref = c.traffic();
+  });
+  EXPECT_EQ(after.sent_bytes - before.sent_bytes, ref.sent_bytes);
+  EXPECT_EQ(after.received_bytes - before.received_bytes, ref.received_bytes);
+  EXPECT_EQ(after.received_bytes - before.received_bytes,
+            got.data.size() - GatherLength(g_comm->rank(), 1001) + 32 * (p - 1));
 }
 
 TEST(Mpi, BroadcastFromEveryRoot) {
@@ -172,9 +236,15 @@ TEST(Mpi, ManyMixedCollectivesInARow) {
         break;
       }
       case 1: {
-        std::vector<float> data = FloatInput(me, n, step);
-        ASSERT_TRUE(g_comm->AllReduceSum(data).ok());
-        ASSERT_TRUE(SameBits(data, ExpectedSum(p, n, step))) << step;
+        if (step % 8 == 1) {
+          std::vector<float> data = FloatInput(me, n, step);
+          ASSERT_TRUE(g_comm->AllReduceSum(data).ok());
+          ASSERT_TRUE(SameBits(data, ExpectedSum(p, n, step))) << step;
+        } else {
+          std::vector<float> data = FloatInput(me, n, step, HalfInputOf);
+          ASSERT_TRUE(g_comm->AllReduceSumHalf(data).ok());
+          ASSERT_TRUE(SameBits(data, ExpectedHalfSum(p, n, step))) << step;
+        }
         break;
       }
       case 2: {
@@ -214,6 +284,11 @@ TEST(Mpi, MismatchedCallsFailOnEveryRankAndTheJobGoesOn) {
   }
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("rank 0 Barrier"), std::string::npos) << s.ToString();
+
+  std::vector<float> half(me == 0 ? 2 : 3, 1.0f);
+  s = g_comm->AllReduceSumHalf(half);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("rank 0 2 floats"), std::string::npos) << s.ToString();
 
   std::vector<float> ok(4, 1.0f);
   ASSERT_TRUE(g_comm->AllReduceSum(ok).ok());
