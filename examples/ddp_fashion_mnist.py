@@ -149,8 +149,9 @@ class Hook:
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             self.state = adt.register(ddp, **kwargs)
-            self.title = (f"AdaComp hook (codec {args.codec}, "
-                          f"{'no overlap' if args.no_overlap else 'overlap'})")
+            mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
+                    else "no overlap" if args.no_overlap else "overlap")
+            self.title = f"AdaComp hook (codec {args.codec}, {mode})"
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":
@@ -225,7 +226,14 @@ def worker(rank, args):
 
     torch.manual_seed(args.seed)
     model = Cnn()
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp_kwargs = {}
+    if args.bucket_cap_mb:
+        # DDP's first bucket has its own limit (1 MB: this whole model), which torch
+        # 1.13 reads from dist._DEFAULT_FIRST_BUCKET_BYTES when DDP is made.
+        ddp_kwargs["bucket_cap_mb"] = args.bucket_cap_mb
+        dist._DEFAULT_FIRST_BUCKET_BYTES = min(dist._DEFAULT_FIRST_BUCKET_BYTES,
+                                               int(args.bucket_cap_mb * 1024 * 1024))
+    ddp = nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
     hook = Hook(ddp, model, args, world)
     state = hook.state
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
@@ -244,6 +252,7 @@ def worker(rank, args):
     summary = {}
     epochs = []
     all_times, all_bytes, all_frames = [], [], []
+    by_mode = {True: [], False: []}  # --alternate-overlap: step times with / without overlap
     link_total = torch.zeros(3, dtype=torch.int64)  # tx, rx, timed steps (this rank)
     skipped = 0
     start = time.time()
@@ -269,6 +278,9 @@ def worker(rank, args):
             if step == args.nan_at and rank == world - 1:
                 xb = xb.clone()
                 xb[0, 0, 0, 0] = float("nan")  # a bad batch on one rank only
+            if args.alternate_overlap:
+                # The same step on every rank: a paired comparison under the same load.
+                state.overlap = step % 2 == 0
             c0 = hook.counter()
             ts = time.perf_counter()
             loss = nn.functional.cross_entropy(ddp(xb), y_train[idx])
@@ -289,6 +301,8 @@ def worker(rank, args):
             opt.step()
             if timed:
                 times.append(time.perf_counter() - ts)
+                if args.alternate_overlap:
+                    by_mode[state.overlap].append(times[-1])
                 b, f = hook.step_bytes(c0, hook.counter())
                 nbytes.append(b)
                 nframes.append(f)
@@ -342,9 +356,18 @@ def worker(rank, args):
             extra += (f"  step {1e3 * mean(all_times):.1f} ms (median "
                       f"{1e3 * median(all_times):.1f}, {len(all_times)} timed)"
                       f"  bytes/step {mean(all_bytes):,.0f}")
+        if state:
+            st = state.stats()
+            buckets_per_step = st["buckets"] / st["steps"] if st["steps"] else float("nan")
+            extra += f"  buckets/step {buckets_per_step:.2f}"
         wall = time.time() - start
         print(f"final: test_acc {summary.get('test_acc', 0):.4f}  steps {summary.get('steps', 0)}"
               f"{extra}  skipped {skipped}  wall {wall:.1f}s", flush=True)
+        if args.alternate_overlap and by_mode[True] and by_mode[False]:
+            on, off = by_mode[True], by_mode[False]
+            print(f"overlap (alternate steps): with {1e3 * mean(on):.1f} ms (median "
+                  f"{1e3 * median(on):.1f}, {len(on)} steps)  without {1e3 * mean(off):.1f} ms "
+                  f"(median {1e3 * median(off):.1f}, {len(off)} steps)", flush=True)
         if args.summary_json:
             out = {
                 "hook": args.hook, "title": hook.title, "world": world,
@@ -355,12 +378,19 @@ def worker(rank, args):
                 "step_time_mean_s": mean(all_times), "step_time_median_s": median(all_times),
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
                 "wall_s": wall, "epochs": epochs,
-                "overlap": (not args.no_overlap) if args.hook == "adacomp" else None,
+                "overlap": ("alternate" if args.alternate_overlap else not args.no_overlap)
+                if args.hook == "adacomp" else None,
                 "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
             }
             if state:
                 out["frame_bytes_per_step"] = mean(all_frames)
                 out["compression_rate"] = summary.get("compression_rate")
+                out["buckets_per_step"] = buckets_per_step
+            if args.alternate_overlap:
+                for key, ts in (("overlap", by_mode[True]), ("no_overlap", by_mode[False])):
+                    out[f"step_time_{key}_mean_s"] = mean(ts)
+                    out[f"step_time_{key}_median_s"] = median(ts)
+                    out[f"timed_steps_{key}"] = len(ts)
             if link_total[2] > 0:
                 out["link_tx_per_host_step"] = link_total[0].item() / link_total[2].item()
                 out["link_rx_per_host_step"] = link_total[1].item() / link_total[2].item()
@@ -389,6 +419,12 @@ def main():
                     help="adacomp hook: one bin size for every layer (default: conv 50, fc 500, other 500)")
     ap.add_argument("--no-overlap", action="store_true",
                     help="adacomp hook: exchange and decode each bucket inside the hook")
+    ap.add_argument("--alternate-overlap", action="store_true",
+                    help="adacomp hook: overlap on even steps, not on odd ones, and report both "
+                         "step times (a paired comparison under the same machine load)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0,
+                    help="DDP's bucket_cap_mb, also the first bucket's limit (default: DDP's 25 MB "
+                         "and 1 MB: one bucket for this model; 0.01: three)")
     ap.add_argument("--powersgd-rank", type=int, default=1,
                     help="powersgd hook: matrix_approximation_rank (default 1)")
     ap.add_argument("--powersgd-start-iter", type=int, default=10,
@@ -403,8 +439,10 @@ def main():
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--port", type=int, default=0, help="rendezvous port when spawning (0: pick a free one)")
     args = ap.parse_args()
-    if args.no_overlap and args.hook != "adacomp":
-        ap.error("--no-overlap applies to --hook adacomp only")
+    if (args.no_overlap or args.alternate_overlap) and args.hook != "adacomp":
+        ap.error("--no-overlap and --alternate-overlap apply to --hook adacomp only")
+    if args.no_overlap and args.alternate_overlap:
+        ap.error("--no-overlap or --alternate-overlap, not both")
     if args.hook == "powersgd" and args.powersgd_start_iter < 2:
         ap.error("--powersgd-start-iter must be at least 2 (torch's PowerSGD with error feedback)")
     if not os.path.exists(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")):

@@ -56,7 +56,11 @@ CONFIGS = {
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
     "powersgd-r4": ["--hook", "powersgd", "--powersgd-rank", "4"],
+    # Not in the default list: overlap on even steps, off on odd ones, in one run.
+    "adacomp-alternate": ["--hook", "adacomp", "--alternate-overlap"],
 }
+DEFAULT_CONFIGS = ("none", "adacomp", "adacomp-no-overlap", "fp16", "powersgd-r1",
+                   "powersgd-r2", "powersgd-r4")
 ENVS = ("loopback", "100mbit", "unshaped")
 
 
@@ -99,7 +103,9 @@ def example_args(args, config, summary):
     return (["--epochs", str(args.epochs), "--train-limit", str(args.train_limit),
              "--batch-size", str(args.batch_size), "--powersgd-start-iter",
              str(args.powersgd_start_iter), "--warmup-steps", str(args.warmup_steps),
-             "--summary-json", summary] + CONFIGS[config])
+             "--summary-json", summary] +
+            (["--bucket-cap-mb", str(args.bucket_cap_mb)] if args.bucket_cap_mb else []) +
+            CONFIGS[config])
 
 
 def run_loopback(args, config, summary, logdir):
@@ -182,7 +188,9 @@ def one_run(args, env, config, rep, port):
     row["status"] = "ok"
     for k in ("test_acc", "steps", "timed_steps", "warmup_steps", "step_time_mean_s",
               "step_time_median_s", "bytes_per_step", "bytes_how", "frame_bytes_per_step",
-              "compression_rate", "link_tx_per_host_step", "link_rx_per_host_step", "title"):
+              "compression_rate", "link_tx_per_host_step", "link_rx_per_host_step", "title",
+              "buckets_per_step", "step_time_overlap_mean_s", "step_time_overlap_median_s",
+              "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s"):
         if k in s and s[k] is not None:
             row[k] = s[k]
     if "link_run_tx_bytes" in res and s.get("steps"):
@@ -211,7 +219,9 @@ def aggregate(rows):
         if ok:
             for f in ("test_acc", "step_time_mean_s", "step_time_median_s", "bytes_per_step",
                       "frame_bytes_per_step", "link_tx_per_host_step",
-                      "link_run_tx_per_host_step", "wall_s"):
+                      "link_run_tx_per_host_step", "wall_s", "buckets_per_step",
+                      "step_time_overlap_mean_s", "step_time_overlap_median_s",
+                      "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s"):
                 vals = [r[f] for r in ok if f in r]
                 if vals:
                     a[f] = sum(vals) / len(vals)
@@ -258,10 +268,14 @@ def markdown(meta, agg):
     if ov:
         lines.append("Overlap (AdaComp hook, ms/step mean, overlap vs --no-overlap):")
         lines.append("")
-        for env, on, off in ov:
-            lines.append(f"- {env}: {1e3 * on:.1f} with overlap, {1e3 * off:.1f} without "
+        for env, on, off, how in ov:
+            lines.append(f"- {env}, {how}: {1e3 * on:.1f} with overlap, {1e3 * off:.1f} without "
                          f"({100 * (off - on) / off:+.1f} % of the no-overlap step saved)")
         lines.append("")
+        bk = [a.get("buckets_per_step") for a in agg if a.get("buckets_per_step")]
+        if bk:
+            lines.append(f"DDP buckets per step: {bk[0]:.2f}.")
+            lines.append("")
     fails = [a for a in agg if a.get("errors")]
     if fails:
         lines.append("Failures:")
@@ -280,7 +294,12 @@ def overlap_figures(agg):
     for env in ENVS:
         on, off = by.get((env, "adacomp")), by.get((env, "adacomp-no-overlap"))
         if on and off:
-            res.append((env, on["step_time_mean_s"], off["step_time_mean_s"]))
+            res.append((env, on["step_time_mean_s"], off["step_time_mean_s"],
+                        f"separate runs ({min(on['ok'], off['ok'])} each)"))
+        alt = by.get((env, "adacomp-alternate"))
+        if alt and "step_time_overlap_mean_s" in alt:
+            res.append((env, alt["step_time_overlap_mean_s"], alt["step_time_no_overlap_mean_s"],
+                        f"alternate steps of the same run ({alt['ok']} run(s))"))
     return res
 
 
@@ -288,7 +307,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--envs", default=",".join(ENVS),
                     help="comma list of loopback, unshaped, or a cluster rate such as 100mbit")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma list of " + ", ".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                    help="comma list of " + ", ".join(CONFIGS) + " (default: all but adacomp-alternate)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0,
+                    help="DDP bucket_cap_mb and first-bucket limit for every run (default: DDP's: "
+                         "one bucket for this model)")
     ap.add_argument("--repeats", type=int, default=2,
                     help="rounds over the configurations (interleaved, so load spreads evenly)")
     ap.add_argument("--epochs", type=int, default=1)
@@ -334,7 +357,8 @@ def main():
                      f"test accuracy on the full 10,000 test images; PowerSGD "
                      f"start_powerSGD_iter {args.powersgd_start_iter}; timed steps: after "
                      f"{args.warmup_steps} warm-up steps (PowerSGD: after "
-                     f"{args.powersgd_start_iter + args.warmup_steps})"),
+                     f"{args.powersgd_start_iter + args.warmup_steps})"
+                     + (f"; DDP bucket_cap_mb {args.bucket_cap_mb:g}" if args.bucket_cap_mb else "")),
         "repeats": args.repeats,
         "load_before": os.getloadavg(),
     }
