@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -28,15 +29,24 @@
 
 namespace adacomp {
 
-// Names accepted by TrainOptions::model.
+// The models the trainer builds. Stable values; the names are what the CLI,
+// the summary and checkpoint fingerprints use.
+enum class Model : uint8_t {
+  kMnistCnn = 0,  // "mnist-cnn": CNN for 28x28x1 images
+  kCifarCnn = 1,  // "cifar-cnn": CNN for 32x32x3 images
+  kFcDnn = 2,     // "fc-dnn": fully-connected DNN on flattened images
+  kCharLstm = 3,  // "char-lstm": character-level 2-layer LSTM
+};
+std::string_view ModelName(Model model);
+Result<Model> ParseModel(std::string_view name);  // inverse of ModelName
 std::vector<std::string> ModelNames();  // mnist-cnn, cifar-cnn, fc-dnn, char-lstm
 
-// Test hook: makes one learner's gradient of one tensor non-finite at a step.
-struct NanInjection {
-  int64_t step = 0;  // global step (0-based)
-  int learner = 0;
-  int tensor = 0;  // parameter index in model order
+enum class Optimizer : uint8_t {
+  kSgd = 0,   // "sgd": SGD with momentum and weight decay
+  kAdam = 1,  // "adam"
 };
+std::string_view OptimizerName(Optimizer optimizer);
+Result<Optimizer> ParseOptimizer(std::string_view name);  // inverse of OptimizerName
 
 // One logged step, as written to --metrics-out (all learners together).
 struct StepMetrics {
@@ -73,7 +83,7 @@ struct EpochMetrics {
 };
 
 struct TrainOptions {
-  std::string model = "mnist-cnn";
+  Model model = Model::kMnistCnn;
   std::string data_dir;   // "" = the model's default data
   CodecConfig codec;      // codec, values, density, tau, seed; bin_size see below
   uint32_t bin_size = 0;  // 0 = per layer type (DefaultBinSize); else all tensors
@@ -81,7 +91,7 @@ struct TrainOptions {
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
   int64_t steps = 0;              // > 0: run exactly this many steps (overrides epochs)
-  std::string optimizer = "sgd";  // sgd | adam
+  Optimizer optimizer = Optimizer::kSgd;
   double lr = 0;                  // 0 = the model's default
   double momentum = 0.9;
   double weight_decay = 0.0;
@@ -104,20 +114,6 @@ struct TrainOptions {
   int64_t seq_len = 48;
   int64_t hidden = 128;
   int64_t embed = 32;
-  // Test hooks.
-  std::vector<NanInjection> inject_nan;
-  int64_t stop_after_steps = 0;  // > 0: return after this many steps (simulates a kill)
-  bool keep_weights = false;     // fill TrainSummary::weights
-  // Failure-test hooks (hidden CLI options --test-kill-rank, --test-corrupt-frame).
-  // Learner kill_rank raises SIGKILL (ending its whole process) as it starts
-  // the 0-based step kill_at_step. Learner corrupt_rank flips one byte of its
-  // compressed message of the 0-based step corrupt_at_step after encoding it,
-  // so every learner's decode of it fails (ignored with the dense codec,
-  // which sends no frames). -1 = off.
-  int kill_rank = -1;
-  int64_t kill_at_step = 0;
-  int corrupt_rank = -1;
-  int64_t corrupt_at_step = 0;
   // Callbacks (rank 0 only).
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const EpochMetrics&)> on_epoch;
@@ -156,9 +152,9 @@ struct TrainSummary {
   bool replicas_identical = false;
   // SHA-256 of every learner's compressor states and optimizer state.
   std::vector<std::string> learner_state_sha256;
-  std::vector<float> weights;  // rank 0's final weights (keep_weights only)
+  std::vector<float> weights;  // rank 0's final weights (test hook keep_weights only)
   std::vector<EpochMetrics> epoch_metrics;
-  bool stopped_early = false;  // stop_after_steps hit
+  bool stopped_early = false;  // test hook stop_after_steps hit
   std::string ToJson() const;  // pretty-printed object
 };
 

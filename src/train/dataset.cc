@@ -8,7 +8,7 @@ namespace adacomp::train {
 
 Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
   auto d = std::make_shared<Data>();
-  if (o.model == "char-lstm") {
+  if (o.model == Model::kCharLstm) {
     std::string path = o.data_dir.empty() ? kDefaultTextDir : o.data_dir;
     ADACOMP_ASSIGN_OR_RETURN(TextCorpus corpus, LoadTextCorpus(path));
     d->text = true;
@@ -23,7 +23,7 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
     }
     d->description = "text:" + path + " (" + std::to_string(corpus.files.size()) + " files)";
   } else {
-    bool cifar = o.model == "cifar-cnn" && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
+    bool cifar = o.model == Model::kCifarCnn && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
     if (cifar) {
       ADACOMP_ASSIGN_OR_RETURN(d->train, LoadCifarDir(o.data_dir, true));
       ADACOMP_ASSIGN_OR_RETURN(d->test, LoadCifarDir(o.data_dir, false));
@@ -33,7 +33,7 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
       ADACOMP_ASSIGN_OR_RETURN(d->train, LoadMnistDir(dir, true));
       ADACOMP_ASSIGN_OR_RETURN(d->test, LoadMnistDir(dir, false));
       d->description = o.data_dir.empty() ? "fashion-mnist" : "idx:" + dir;
-      if (o.model == "cifar-cnn") {
+      if (o.model == Model::kCifarCnn) {
         d->train = PadTo32x32x3(d->train);
         d->test = PadTo32x32x3(d->test);
         d->description += "-32x32x3";

@@ -50,8 +50,10 @@ struct Timing {
 
 class Learner {
  public:
-  Learner(const TrainOptions& o, Communicator& comm, std::shared_ptr<const Data> data, Gate* gate)
+  Learner(const TrainOptions& o, const TrainTestHooks& hooks, Communicator& comm,
+          std::shared_ptr<const Data> data, Gate* gate)
       : o_(o),
+        hooks_(hooks),
         comm_(comm),
         data_(std::move(data)),
         gate_(gate),
@@ -92,14 +94,15 @@ class Learner {
   Status SetWeights(std::span<const uint8_t> bytes, const std::string& origin);
 
   TrainOptions o_;
+  TrainTestHooks hooks_;
   Communicator& comm_;
   std::shared_ptr<const Data> data_;
   Gate* gate_;
   int rank_, p_;
 
-  Model model_;
+  Replica model_;
   std::unique_ptr<GradientExchange> exchange_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<OptimizerState> optimizer_;
   std::vector<uint32_t> bin_sizes_;
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
@@ -135,10 +138,10 @@ Status Learner::Setup() {
     shape.width = data_->train.width;
     shape.classes = data_->train.classes;
   }
-  ADACOMP_ASSIGN_OR_RETURN(model_, CreateModel(o_.model, shape));
+  ADACOMP_ASSIGN_OR_RETURN(model_, CreateModel(std::string(ModelName(o_.model)), shape));
   InitWeights(model_, o_.seed);
   fingerprint_ = Fingerprint(o_, data_->description);
-  for (const auto& inj : o_.inject_nan) {
+  for (const auto& inj : hooks_.inject_nan) {
     if (inj.tensor >= static_cast<int>(model_.params.size())) {
       return Status::InvalidArgument("a NaN injection names tensor " + std::to_string(inj.tensor) +
                                      "; the model has " + std::to_string(model_.params.size()));
@@ -165,7 +168,7 @@ Status Learner::Setup() {
     tensors.push_back(std::move(x));
   }
   ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, std::move(tensors)));
-  optimizer_ = std::make_unique<Optimizer>(o_, model_.params);
+  optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
   agg_.assign(exchange_->total_elements(), 0.0f);
   for (size_t t = 0; t < model_.params.size(); ++t) {
     agg_views_.push_back(torch::from_blob(agg_.data() + exchange_->offset(t),
@@ -277,7 +280,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   m->lr = lr;
   auto step_start = Clock::now();
   Timing t;
-  if (rank_ == o_.kill_rank && step == o_.kill_at_step) {
+  if (rank_ == hooks_.kill_rank && step == hooks_.kill_at_step) {
     TestHookNote("kills itself (SIGKILL)", step);
     std::raise(SIGKILL);
   }
@@ -298,7 +301,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     for (size_t k = 0; k < model_.params.size(); ++k) {
       auto& p = model_.params[k];
       if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
-      for (const auto& inj : o_.inject_nan) {
+      for (const auto& inj : hooks_.inject_nan) {
         if (inj.step == step && inj.learner == rank_ && inj.tensor == static_cast<int>(k)) {
           p.tensor.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
         }
@@ -311,7 +314,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
 
   // Exchange: agree on finiteness and share the losses, then the average of
   // every learner's gradient into agg_.
-  if (rank_ == o_.corrupt_rank && step == o_.corrupt_at_step) {
+  if (rank_ == hooks_.corrupt_rank && step == hooks_.corrupt_at_step) {
     exchange_->SetSendHook([this, step](std::vector<uint8_t>& message) {
       if (message.empty()) return;
       TestHookNote("flips one byte of its message", step);
@@ -448,11 +451,11 @@ Result<TrainSummary> Learner::Run() {
     for (const auto& note : data_->notes) Message("note: " + note);
     int64_t params = 0;
     for (const auto& p : model_.params) params += p.elements;
-    Message("training " + o_.model + " (" + std::to_string(params) + " parameters in " +
+    Message("training " + std::string(ModelName(o_.model)) + " (" + std::to_string(params) + " parameters in " +
             std::to_string(model_.params.size()) + " tensors) on " + data_->description + " (" +
             std::to_string(data_->train_count) + " train / " + std::to_string(data_->test_count) +
             " test examples): " + std::to_string(p_) + " learners, " +
-            std::string(CodecName(o_.codec.codec)) + ", " + o_.optimizer + " lr " +
+            std::string(CodecName(o_.codec.codec)) + ", " + std::string(OptimizerName(o_.optimizer)) + " lr " +
             ShortDouble(o_.lr) + ", global batch " + std::to_string(o_.batch_size) + ", " +
             std::to_string(total_steps_) + " steps (" + std::to_string(steps_per_epoch_) +
             " per epoch)");
@@ -512,7 +515,7 @@ Result<TrainSummary> Learner::Run() {
                         (o_.checkpoint_every > 0 && steps_done_ % o_.checkpoint_every == 0))) {
       ADACOMP_RETURN_IF_ERROR(SaveCheckpoint());
     }
-    if (o_.stop_after_steps > 0 && steps_done_ >= o_.stop_after_steps && !last) {
+    if (hooks_.stop_after_steps > 0 && steps_done_ >= hooks_.stop_after_steps && !last) {
       stopped_early = true;
       break;
     }
@@ -558,11 +561,11 @@ Result<TrainSummary> Learner::Run() {
     mean.decompress += v[3] / p_;
     mean.update += v[4] / p_;
   }
-  s.model = o_.model;
+  s.model = std::string(ModelName(o_.model));
   s.data = data_->description;
   s.compressor = std::string(CodecName(o_.codec.codec));
   s.values = o_.codec.codec == Codec::kAdaComp ? std::string(ValueModeName(o_.codec.values)) : "";
-  s.optimizer = o_.optimizer;
+  s.optimizer = std::string(OptimizerName(o_.optimizer));
   s.learners = p_;
   s.batch_size = o_.batch_size;
   s.steps = steps_done_;
@@ -599,7 +602,7 @@ Result<TrainSummary> Learner::Run() {
   s.weights_sha256 = digest;
   s.epoch_metrics = epochs_;
   s.stopped_early = stopped_early;
-  if (o_.keep_weights) {
+  if (hooks_.keep_weights) {
     auto bytes = WeightsBytes();
     s.weights.resize(bytes.size() / sizeof(float));
     std::memcpy(s.weights.data(), bytes.data(), bytes.size());
@@ -609,13 +612,13 @@ Result<TrainSummary> Learner::Run() {
 
 }  // namespace
 
-Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
-                                std::shared_ptr<const Data> data, Gate* gate) {
+Result<TrainSummary> RunLearner(const TrainOptions& o, const TrainTestHooks& hooks,
+                                Communicator& comm, std::shared_ptr<const Data> data, Gate* gate) {
   // One intra-op thread per learner: results do not depend on thread counts.
   at::init_num_threads();
   at::set_num_threads(1);
   try {
-    Learner learner(o, comm, std::move(data), gate);
+    Learner learner(o, hooks, comm, std::move(data), gate);
     auto result = learner.Run();
     if (!result.ok() && result.status().code() != StatusCode::kAborted) {
       comm.Abort(result.status());

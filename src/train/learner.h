@@ -16,6 +16,7 @@
 #include "adacomp/status.h"
 #include "adacomp/trainer.h"
 #include "dataset.h"
+#include "test_hooks.h"
 
 namespace adacomp::train {
 
@@ -51,7 +52,7 @@ class GateHold {
 // the run; on an error other than a peer's abort, aborts the group. One
 // torch intra-op thread per learner, so results do not depend on how many
 // learners compute at once. `gate` may be null.
-Result<TrainSummary> RunLearner(const TrainOptions& o, Communicator& comm,
-                                std::shared_ptr<const Data> data, Gate* gate);
+Result<TrainSummary> RunLearner(const TrainOptions& o, const TrainTestHooks& hooks,
+                                Communicator& comm, std::shared_ptr<const Data> data, Gate* gate);
 
 }  // namespace adacomp::train

@@ -99,8 +99,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-Result<Model> CreateModel(const std::string& name, const ModelShape& shape) {
-  Model m;
+Result<Replica> CreateModel(const std::string& name, const ModelShape& shape) {
+  Replica m;
   if (name == "mnist-cnn") {
     if (shape.height < 16 || shape.width < 16) {
       return Status::InvalidArgument("mnist-cnn needs images of at least 16x16");
@@ -153,7 +153,7 @@ Result<Model> CreateModel(const std::string& name, const ModelShape& shape) {
   return m;
 }
 
-void InitWeights(Model& model, uint64_t seed) {
+void InitWeights(Replica& model, uint64_t seed) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < model.params.size(); ++i) {
     auto& p = model.params[i];

@@ -41,15 +41,15 @@ struct Param {
   float init_bound;  // uniform(-b, b); b < 0 means normal(0, 1)
 };
 
-struct Model {
+struct Replica {
   std::shared_ptr<Net> net;
   std::vector<Param> params;
   bool text = false;
 };
 
-Result<Model> CreateModel(const std::string& name, const ModelShape& shape);
+Result<Replica> CreateModel(const std::string& name, const ModelShape& shape);
 
 // Deterministic initialisation from (seed, parameter index).
-void InitWeights(Model& model, uint64_t seed);
+void InitWeights(Replica& model, uint64_t seed);
 
 }  // namespace adacomp::train

@@ -8,8 +8,8 @@
 
 namespace adacomp::train {
 
-Optimizer::Optimizer(const TrainOptions& o, const std::vector<Param>& params)
-    : adam_(o.optimizer == "adam"),
+OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& params)
+    : adam_(o.optimizer == Optimizer::kAdam),
       momentum_(o.momentum),
       weight_decay_(o.weight_decay),
       beta1_(o.adam_beta1),
@@ -21,7 +21,7 @@ Optimizer::Optimizer(const TrainOptions& o, const std::vector<Param>& params)
   }
 }
 
-void Optimizer::Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads,
+void OptimizerState::Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads,
                       double lr) {
   torch::NoGradGuard no_grad;
   if (adam_) ++adam_step_;
@@ -46,7 +46,7 @@ void Optimizer::Apply(std::vector<Param>& params, const std::vector<torch::Tenso
   }
 }
 
-std::vector<uint8_t> Optimizer::State() const {
+std::vector<uint8_t> OptimizerState::State() const {
   ByteWriter w;
   w.Put<int64_t>(adam_step_);
   w.Put<uint64_t>(buf1_.size() + buf2_.size());
@@ -59,7 +59,7 @@ std::vector<uint8_t> Optimizer::State() const {
   return std::move(w.bytes);
 }
 
-Status Optimizer::LoadState(std::span<const uint8_t> bytes, const std::string& origin) {
+Status OptimizerState::LoadState(std::span<const uint8_t> bytes, const std::string& origin) {
   ByteReader r(bytes, origin + ": optimizer state");
   int64_t step = 0;
   uint64_t count = 0;

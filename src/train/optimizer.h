@@ -19,10 +19,10 @@
 
 namespace adacomp::train {
 
-class Optimizer {
+class OptimizerState {
  public:
   // Zero state for `params` (momentum, or Adam's two moments).
-  Optimizer(const TrainOptions& o, const std::vector<Param>& params);
+  OptimizerState(const TrainOptions& o, const std::vector<Param>& params);
 
   // One step with learning rate lr: params[t] -= update(grads[t]).
   void Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads, double lr);

@@ -14,20 +14,19 @@ std::string ShortDouble(double v) {
   return b;
 }
 
-double DefaultLr(const std::string& model, const std::string& optimizer) {
-  if (optimizer == "adam") return model == "char-lstm" ? 2e-3 : 1e-3;
-  if (model == "char-lstm") return 1.0;
-  if (model == "fc-dnn") return 0.05;
+double DefaultLr(Model model, Optimizer optimizer) {
+  if (optimizer == Optimizer::kAdam) return model == Model::kCharLstm ? 2e-3 : 1e-3;
+  if (model == Model::kCharLstm) return 1.0;
+  if (model == Model::kFcDnn) return 0.05;
   return 0.02;
 }
 
 Result<TrainOptions> Resolve(const TrainOptions& in) {
   TrainOptions o = in;
   auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  auto names = ModelNames();
-  if (std::find(names.begin(), names.end(), o.model) == names.end()) {
-    return bad("--model '" + o.model + "' is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or " +
-               "char-lstm)");
+  if (static_cast<uint8_t>(o.model) > static_cast<uint8_t>(Model::kCharLstm)) {
+    return bad("model " + std::to_string(static_cast<int>(o.model)) +
+               " is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or char-lstm)");
   }
   if (o.learners < 1 || o.learners > 4096) return bad("--learners must be between 1 and 4096");
   if (o.batch_size < o.learners) {
@@ -41,8 +40,9 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   }
   if (o.steps < 0) return bad("--steps must be >= 0");
   if (o.steps == 0 && o.epochs < 1) return bad("--epochs must be >= 1");
-  if (o.optimizer != "sgd" && o.optimizer != "adam") {
-    return bad("--optimizer '" + o.optimizer + "' is unknown (expected sgd or adam)");
+  if (o.optimizer != Optimizer::kSgd && o.optimizer != Optimizer::kAdam) {
+    return bad("optimizer " + std::to_string(static_cast<int>(o.optimizer)) +
+               " is unknown (expected sgd or adam)");
   }
   if (o.lr == 0) o.lr = DefaultLr(o.model, o.optimizer);
   if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
@@ -59,11 +59,6 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (o.hidden < 1 || o.embed < 1) return bad("--hidden and --embed must be >= 1");
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
-  for (const auto& inj : o.inject_nan) {
-    if (inj.learner < 0 || inj.learner >= o.learners || inj.step < 0 || inj.tensor < 0) {
-      return bad("a NaN injection names a learner, step or tensor that does not exist");
-    }
-  }
   return o;
 }
 
@@ -71,17 +66,27 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
 std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   std::ostringstream s;
   s.precision(17);
-  s << "model=" << o.model << ";data=" << data << ";codec=" << CodecName(o.codec.codec)
+  s << "model=" << ModelName(o.model) << ";data=" << data << ";codec=" << CodecName(o.codec.codec)
     << ";values=" << ValueModeName(o.codec.values) << ";density=" << o.codec.density
     << ";tau=" << o.codec.tau << ";codec_seed=" << o.codec.seed << ";bin=" << o.bin_size
     << ";learners=" << o.learners << ";batch=" << o.batch_size << ";seed=" << o.seed
-    << ";optimizer=" << o.optimizer << ";lr=" << o.lr << ";momentum=" << o.momentum
+    << ";optimizer=" << OptimizerName(o.optimizer) << ";lr=" << o.lr << ";momentum=" << o.momentum
     << ";wd=" << o.weight_decay << ";betas=" << o.adam_beta1 << "," << o.adam_beta2
     << ";eps=" << o.adam_eps << ";decay=" << o.lr_decay_factor << "@";
   for (auto e : o.lr_decay_epochs) s << e << ",";
   s << ";train_limit=" << o.train_limit << ";seq=" << o.seq_len << ";hidden=" << o.hidden
     << ";embed=" << o.embed;
   return s.str();
+}
+
+Status CheckHooks(const TrainOptions& o, const TrainTestHooks& hooks) {
+  for (const auto& inj : hooks.inject_nan) {
+    if (inj.learner < 0 || inj.learner >= o.learners || inj.step < 0 || inj.tensor < 0) {
+      return Status::InvalidArgument(
+          "a NaN injection names a learner, step or tensor that does not exist");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace adacomp::train

@@ -8,6 +8,7 @@
 
 #include "adacomp/status.h"
 #include "adacomp/trainer.h"
+#include "test_hooks.h"
 
 namespace adacomp::train {
 
@@ -15,7 +16,7 @@ namespace adacomp::train {
 std::string ShortDouble(double v);
 
 // The learning rate a model trains with by default under an optimizer.
-double DefaultLr(const std::string& model, const std::string& optimizer);
+double DefaultLr(Model model, Optimizer optimizer);
 
 // The options with defaults filled in, or InvalidArgument naming the option.
 Result<TrainOptions> Resolve(const TrainOptions& in);
@@ -23,5 +24,9 @@ Result<TrainOptions> Resolve(const TrainOptions& in);
 // Settings a checkpoint must agree with to be resumed (`data`: the data set's
 // description).
 std::string Fingerprint(const TrainOptions& o, const std::string& data);
+
+// InvalidArgument if a hook names a learner, step or tensor that cannot
+// exist for these (resolved) options.
+Status CheckHooks(const TrainOptions& o, const TrainTestHooks& hooks);
 
 }  // namespace adacomp::train

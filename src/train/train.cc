@@ -11,15 +11,36 @@
 #include "dataset.h"
 #include "learner.h"
 #include "options.h"
+#include "test_hooks.h"
 
 namespace adacomp {
 
-Status ValidateTrainOptions(const TrainOptions& options) {
-  return train::Resolve(options).status();
+namespace {
+
+Result<TrainOptions> ResolveWithHooks(const TrainOptions& options, const TrainTestHooks& hooks) {
+  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, train::Resolve(options));
+  ADACOMP_RETURN_IF_ERROR(train::CheckHooks(o, hooks));
+  return o;
 }
 
-Result<TrainSummary> Train(const TrainOptions& options) {
-  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, train::Resolve(options));
+}  // namespace
+
+Status ValidateTrainOptions(const TrainOptions& options, const TrainTestHooks& hooks) {
+  return ResolveWithHooks(options, hooks).status();
+}
+
+Status ValidateTrainOptions(const TrainOptions& options) {
+  return ValidateTrainOptions(options, TrainTestHooks{});
+}
+
+Result<TrainSummary> Train(const TrainOptions& options) { return Train(options, TrainTestHooks{}); }
+
+Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm) {
+  return TrainLearner(options, comm, TrainTestHooks{});
+}
+
+Result<TrainSummary> Train(const TrainOptions& options, const TrainTestHooks& hooks) {
+  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, ResolveWithHooks(options, hooks));
   ADACOMP_ASSIGN_OR_RETURN(auto data, train::LoadData(o));
   auto group = CreateInProcessGroup(o.learners);
   if (static_cast<int>(group.size()) != o.learners) {
@@ -34,7 +55,7 @@ Result<TrainSummary> Train(const TrainOptions& options) {
   for (int r = 0; r < o.learners; ++r) {
     threads.emplace_back([&, r] {
       results[static_cast<size_t>(r)] =
-          train::RunLearner(o, *group[static_cast<size_t>(r)], data, &gate);
+          train::RunLearner(o, hooks, *group[static_cast<size_t>(r)], data, &gate);
     });
   }
   for (auto& t : threads) t.join();
@@ -50,15 +71,16 @@ Result<TrainSummary> Train(const TrainOptions& options) {
   return std::move(*results[0]);
 }
 
-Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm) {
-  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, train::Resolve(options));
+Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm,
+                                  const TrainTestHooks& hooks) {
+  ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, ResolveWithHooks(options, hooks));
   if (comm.size() != o.learners) {
     return Status::InvalidArgument("--learners " + std::to_string(o.learners) +
                                    " does not match the " + std::to_string(comm.size()) +
                                    " processes of the communicator");
   }
   ADACOMP_ASSIGN_OR_RETURN(auto data, train::LoadData(o));
-  return train::RunLearner(o, comm, std::move(data), nullptr);
+  return train::RunLearner(o, hooks, comm, std::move(data), nullptr);
 }
 
 }  // namespace adacomp

@@ -30,7 +30,53 @@ json PerType(const std::optional<double> (&v)[kLayerTypeCount]) {
 
 }  // namespace
 
-std::vector<std::string> ModelNames() { return {"mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"}; }
+std::string_view ModelName(Model model) {
+  switch (model) {
+    case Model::kMnistCnn:
+      return "mnist-cnn";
+    case Model::kCifarCnn:
+      return "cifar-cnn";
+    case Model::kFcDnn:
+      return "fc-dnn";
+    case Model::kCharLstm:
+      return "char-lstm";
+  }
+  return "?";
+}
+
+Result<Model> ParseModel(std::string_view name) {
+  for (uint8_t m = 0; m <= static_cast<uint8_t>(Model::kCharLstm); ++m) {
+    if (ModelName(static_cast<Model>(m)) == name) return static_cast<Model>(m);
+  }
+  return Status::InvalidArgument("--model '" + std::string(name) +
+                                 "' is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or "
+                                 "char-lstm)");
+}
+
+std::vector<std::string> ModelNames() {
+  std::vector<std::string> out;
+  for (uint8_t m = 0; m <= static_cast<uint8_t>(Model::kCharLstm); ++m) {
+    out.emplace_back(ModelName(static_cast<Model>(m)));
+  }
+  return out;
+}
+
+std::string_view OptimizerName(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kAdam:
+      return "adam";
+  }
+  return "?";
+}
+
+Result<Optimizer> ParseOptimizer(std::string_view name) {
+  if (name == "sgd") return Optimizer::kSgd;
+  if (name == "adam") return Optimizer::kAdam;
+  return Status::InvalidArgument("--optimizer '" + std::string(name) +
+                                 "' is unknown (expected sgd or adam)");
+}
 
 std::string StepMetrics::ToJson() const {
   json j;

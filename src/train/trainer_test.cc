@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "test_files.h"
+#include "test_hooks.h"
 
 namespace adacomp {
 namespace {
@@ -33,7 +34,7 @@ class TrainerTest : public ::testing::Test {
   // Small, quick settings; messages are collected instead of printed.
   TrainOptions Base() {
     TrainOptions o;
-    o.model = "mnist-cnn";
+    o.model = Model::kMnistCnn;
     o.data_dir = data_->Path();
     o.learners = 4;
     o.batch_size = 32;
@@ -44,8 +45,8 @@ class TrainerTest : public ::testing::Test {
     return o;
   }
 
-  TrainSummary Run(const TrainOptions& o) {
-    auto r = Train(o);
+  TrainSummary Run(const TrainOptions& o, const TrainTestHooks& hooks = {}) {
+    auto r = Train(o, hooks);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok()) return TrainSummary();
     return std::move(r).value();
@@ -102,7 +103,7 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   for (Setting set : {Setting{"adacomp", "sgd"}, Setting{"terngrad", "adam"}}) {
     TrainOptions o = Base();
     o.codec.codec = *ParseCodec(set.codec);
-    o.optimizer = set.optimizer;
+    o.optimizer = *ParseOptimizer(set.optimizer);
     o.steps = 12;
     TrainSummary full = Run(o);
 
@@ -110,8 +111,9 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
     TrainOptions first = o;
     first.checkpoint_dir = ckpt.Path();
     first.checkpoint_every = 5;
-    first.stop_after_steps = 7;  // "killed" after step 7: the last checkpoint is step 5
-    TrainSummary part = Run(first);
+    TrainTestHooks stop;
+    stop.stop_after_steps = 7;  // "killed" after step 7: the last checkpoint is step 5
+    TrainSummary part = Run(first, stop);
     EXPECT_TRUE(part.stopped_early);
     EXPECT_EQ(part.steps, 7);
     EXPECT_NE(part.weights_sha256, full.weights_sha256);
@@ -201,9 +203,10 @@ TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
   // nothing may change, so the run equals a 3-step run, residues included.
   TrainOptions o = Base();
   o.steps = 4;
-  o.inject_nan.push_back({3, 2, 1});
+  TrainTestHooks nan;
+  nan.inject_nan.push_back({3, 2, 1});
   messages_.clear();
-  TrainSummary skipped = Run(o);
+  TrainSummary skipped = Run(o, nan);
   EXPECT_EQ(skipped.skipped_steps, 1);
   EXPECT_NE(messages_.find("step 4"), std::string::npos) << messages_;
   EXPECT_NE(messages_.find("learner 2"), std::string::npos) << messages_;
@@ -219,8 +222,8 @@ TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
 
   // A skip in the middle: training goes on, replicas stay identical.
   o.steps = 6;
-  o.inject_nan = {{2, 0, 5}};
-  TrainSummary mid = Run(o);
+  nan.inject_nan = {{2, 0, 5}};
+  TrainSummary mid = Run(o, nan);
   EXPECT_EQ(mid.skipped_steps, 1);
   EXPECT_TRUE(mid.replicas_identical);
 }
@@ -229,13 +232,14 @@ TEST_F(TrainerTest, TooManyConsecutiveBadStepsStopTheRun) {
   TrainOptions o = Base();
   o.steps = 8;
   o.max_bad_steps = 3;
-  o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {3, 1, 4}};
-  auto r = Train(o);
+  TrainTestHooks nan;
+  nan.inject_nan = {{1, 0, 0}, {2, 3, 2}, {3, 1, 4}};
+  auto r = Train(o, nan);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("3 consecutive"), std::string::npos) << r.status().ToString();
   // Two bad steps separated by a good one do not accumulate.
-  o.inject_nan = {{1, 0, 0}, {2, 3, 2}, {4, 1, 4}};
-  auto ok = Train(o);
+  nan.inject_nan = {{1, 0, 0}, {2, 3, 2}, {4, 1, 4}};
+  auto ok = Train(o, nan);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->skipped_steps, 3);
 }
@@ -244,10 +248,11 @@ TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
   TrainOptions o = Base();
   o.codec.codec = Codec::kDense;
   o.steps = 5;
-  o.keep_weights = true;
-  TrainSummary four = Run(o);
+  TrainTestHooks keep;
+  keep.keep_weights = true;
+  TrainSummary four = Run(o, keep);
   o.learners = 1;
-  TrainSummary one = Run(o);
+  TrainSummary one = Run(o, keep);
   ASSERT_EQ(four.weights.size(), one.weights.size());
   ASSERT_FALSE(one.weights.empty());
   double max_diff = 0, max_abs = 0;
@@ -329,7 +334,7 @@ TEST_F(TrainerTest, OtherModelsRun) {
     for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
   }
   TrainOptions o = Base();
-  o.model = "char-lstm";
+  o.model = Model::kCharLstm;
   o.data_dir = text.Path("corpus.txt");
   o.learners = 2;
   o.batch_size = 8;
@@ -345,7 +350,7 @@ TEST_F(TrainerTest, OtherModelsRun) {
   EXPECT_NE(nlohmann::json::parse(lstm.ToJson())["test_loss_per_char"], nullptr);
 
   o = Base();
-  o.model = "cifar-cnn";
+  o.model = Model::kCifarCnn;
   o.steps = 2;
   messages_.clear();
   TrainSummary cifar = Run(o);
@@ -353,8 +358,8 @@ TEST_F(TrainerTest, OtherModelsRun) {
   EXPECT_NE(messages_.find("padded to 32x32"), std::string::npos);
 
   o = Base();
-  o.model = "fc-dnn";
-  o.optimizer = "adam";
+  o.model = Model::kFcDnn;
+  o.optimizer = Optimizer::kAdam;
   o.steps = 3;
   TrainSummary fc = Run(o);
   EXPECT_FALSE(fc.rate[0].has_value());
@@ -368,8 +373,14 @@ TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("not a multiple of --learners 4"), std::string::npos);
   o = Base();
-  o.model = "resnet";
-  EXPECT_NE(ValidateTrainOptions(o).message().find("resnet"), std::string::npos);
+  EXPECT_NE(ParseModel("resnet").status().message().find("resnet"), std::string::npos);
+  EXPECT_NE(ParseOptimizer("rmsprop").status().message().find("rmsprop"), std::string::npos);
+  o.model = static_cast<Model>(9);
+  EXPECT_NE(ValidateTrainOptions(o).message().find("model 9 is unknown"), std::string::npos);
+  o = Base();
+  TrainTestHooks nan;
+  nan.inject_nan = {{0, 4, 0}};  // learner 4 of 4
+  EXPECT_NE(ValidateTrainOptions(o, nan).message().find("NaN injection"), std::string::npos);
   o = Base();
   o.resume = true;
   EXPECT_NE(ValidateTrainOptions(o).message().find("--checkpoint-dir"), std::string::npos);

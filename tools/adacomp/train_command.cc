@@ -20,6 +20,7 @@
 #include "adacomp/trainer.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "train/test_hooks.h"
 
 namespace adacomp::tool {
 namespace {
@@ -28,6 +29,9 @@ constexpr const char* kCmd = "train";
 
 struct TrainArgs {
   TrainOptions o;
+  TrainTestHooks hooks;
+  std::string model = "mnist-cnn";
+  std::string optimizer = "sgd";
   std::string compressor = "adacomp";
   std::string values = "ternary";
   std::string lr_decay_epochs;
@@ -102,6 +106,13 @@ Result<std::vector<int64_t>> ParseEpochList(const std::string& text) {
 
 int RunTrain(TrainArgs& a) {
   TrainOptions& o = a.o;
+  TrainTestHooks& hooks = a.hooks;
+  auto model = ParseModel(a.model);
+  if (!model.ok()) return Fail(kCmd, kExitBadUsage, model.status().message());
+  o.model = *model;
+  auto optimizer = ParseOptimizer(a.optimizer);
+  if (!optimizer.ok()) return Fail(kCmd, kExitBadUsage, optimizer.status().message());
+  o.optimizer = *optimizer;
   auto codec = ParseCodec(a.compressor);
   if (!codec.ok()) {
     return Fail(kCmd, kExitBadUsage,
@@ -129,15 +140,15 @@ int RunTrain(TrainArgs& a) {
     inj.step = s;
     inj.learner = l;
     inj.tensor = t;
-    o.inject_nan.push_back(inj);
+    hooks.inject_nan.push_back(inj);
   }
   if (!a.test_kill_rank.empty() &&
-      !ParseRankStep(a.test_kill_rank, &o.kill_rank, &o.kill_at_step)) {
+      !ParseRankStep(a.test_kill_rank, &hooks.kill_rank, &hooks.kill_at_step)) {
     return Fail(kCmd, kExitBadUsage,
                 "--test-kill-rank: '" + a.test_kill_rank + "' is not RANK:STEP");
   }
   if (!a.test_corrupt_frame.empty() &&
-      !ParseRankStep(a.test_corrupt_frame, &o.corrupt_rank, &o.corrupt_at_step)) {
+      !ParseRankStep(a.test_corrupt_frame, &hooks.corrupt_rank, &hooks.corrupt_at_step)) {
     return Fail(kCmd, kExitBadUsage,
                 "--test-corrupt-frame: '" + a.test_corrupt_frame + "' is not RANK:STEP");
   }
@@ -163,7 +174,7 @@ int RunTrain(TrainArgs& a) {
   }
   const bool rank0 = !mpi || mpi->rank() == 0;
   if (!rank0) a.quiet = true;
-  if (Status st = ValidateTrainOptions(o); !st.ok()) {
+  if (Status st = ValidateTrainOptions(o, hooks); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
 
@@ -213,7 +224,7 @@ int RunTrain(TrainArgs& a) {
     std::fflush(stdout);
   };
 
-  auto result = mpi ? TrainLearner(o, *mpi) : Train(o);
+  auto result = mpi ? TrainLearner(o, *mpi, hooks) : Train(o, hooks);
   clear_progress();
   if (!result.ok()) {
     const Status& st = result.status();
@@ -295,7 +306,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       "cifar-cnn without a CIFAR-10 directory (data_batch_1.bin ...) trains on Fashion-MNIST "
       "padded to 32x32x3.\nExit status: 0 success; 1 bad data or a failed run (the message names "
       "the file); 2 bad options.\n");
-  app->add_option("--model", o.model, "mnist-cnn | cifar-cnn | fc-dnn | char-lstm")
+  app->add_option("--model", args->model, "mnist-cnn | cifar-cnn | fc-dnn | char-lstm")
       ->capture_default_str();
   app->add_option("--data-dir", o.data_dir,
                   "MNIST-layout IDX directory (default /usr/share/datasets/fashion-mnist), a "
@@ -315,7 +326,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       app->add_option("--epochs", o.epochs, "epochs to train")->capture_default_str();
   app->add_option("--steps", o.steps, "train exactly this many steps instead of --epochs")
       ->excludes(args->epochs_opt);
-  app->add_option("--optimizer", o.optimizer, "sgd (with momentum) | adam")->capture_default_str();
+  app->add_option("--optimizer", args->optimizer, "sgd (with momentum) | adam")->capture_default_str();
   app->add_option("--lr", o.lr,
                   "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
                   "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");
@@ -359,7 +370,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--inject-nan", args->inject_nan,
                   "STEP:LEARNER:TENSOR: make that gradient non-finite (test hook)")
       ->group("");
-  app->add_option("--stop-after-steps", o.stop_after_steps,
+  app->add_option("--stop-after-steps", args->hooks.stop_after_steps,
                   "return after N steps without finishing (test hook)")
       ->group("");
   app->add_option("--test-kill-rank", args->test_kill_rank,
