@@ -149,6 +149,19 @@ class Hook:
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             self.state = adt.register(ddp, **kwargs)
+            # Wall time the hook takes on the calling thread (the autograd thread), summed
+            # over a step's buckets: all of compress + exchange + decode without overlap,
+            # compress + posting the messages with it.
+            self.hook_time = 0.0
+            exchange = self.state.exchange_bucket
+
+            def timed_exchange(bucket):
+                t = time.perf_counter()
+                try:
+                    return exchange(bucket)
+                finally:
+                    self.hook_time += time.perf_counter() - t
+            self.state.exchange_bucket = timed_exchange
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
             self.title = f"AdaComp hook (codec {args.codec}, {mode})"
@@ -251,8 +264,9 @@ def worker(rank, args):
               flush=True)
     summary = {}
     epochs = []
-    all_times, all_bytes, all_frames = [], [], []
+    all_times, all_bytes, all_frames, all_hook = [], [], [], []
     by_mode = {True: [], False: []}  # --alternate-overlap: step times with / without overlap
+    hook_by_mode = {True: [], False: []}
     link_total = torch.zeros(3, dtype=torch.int64)  # tx, rx, timed steps (this rank)
     skipped = 0
     start = time.time()
@@ -282,6 +296,7 @@ def worker(rank, args):
                 # The same step on every rank: a paired comparison under the same load.
                 state.overlap = step % 2 == 0
             c0 = hook.counter()
+            h0 = getattr(hook, "hook_time", 0.0)
             ts = time.perf_counter()
             loss = nn.functional.cross_entropy(ddp(xb), y_train[idx])
             opt.zero_grad()
@@ -301,8 +316,11 @@ def worker(rank, args):
             opt.step()
             if timed:
                 times.append(time.perf_counter() - ts)
+                if state:
+                    all_hook.append(hook.hook_time - h0)
                 if args.alternate_overlap:
                     by_mode[state.overlap].append(times[-1])
+                    hook_by_mode[state.overlap].append(all_hook[-1])
                 b, f = hook.step_bytes(c0, hook.counter())
                 nbytes.append(b)
                 nframes.append(f)
@@ -359,7 +377,7 @@ def worker(rank, args):
         if state:
             st = state.stats()
             buckets_per_step = st["buckets"] / st["steps"] if st["steps"] else float("nan")
-            extra += f"  buckets/step {buckets_per_step:.2f}"
+            extra += f"  buckets/step {buckets_per_step:.2f}  in hook {1e3 * mean(all_hook):.2f} ms/step"
         wall = time.time() - start
         print(f"final: test_acc {summary.get('test_acc', 0):.4f}  steps {summary.get('steps', 0)}"
               f"{extra}  skipped {skipped}  wall {wall:.1f}s", flush=True)
@@ -367,7 +385,9 @@ def worker(rank, args):
             on, off = by_mode[True], by_mode[False]
             print(f"overlap (alternate steps): with {1e3 * mean(on):.1f} ms (median "
                   f"{1e3 * median(on):.1f}, {len(on)} steps)  without {1e3 * mean(off):.1f} ms "
-                  f"(median {1e3 * median(off):.1f}, {len(off)} steps)", flush=True)
+                  f"(median {1e3 * median(off):.1f}, {len(off)} steps); in the hook "
+                  f"{1e3 * mean(hook_by_mode[True]):.2f} and {1e3 * mean(hook_by_mode[False]):.2f} "
+                  f"ms/step", flush=True)
         if args.summary_json:
             out = {
                 "hook": args.hook, "title": hook.title, "world": world,
@@ -386,11 +406,13 @@ def worker(rank, args):
                 out["frame_bytes_per_step"] = mean(all_frames)
                 out["compression_rate"] = summary.get("compression_rate")
                 out["buckets_per_step"] = buckets_per_step
+                out["hook_time_per_step_s"] = mean(all_hook)
             if args.alternate_overlap:
                 for key, ts in (("overlap", by_mode[True]), ("no_overlap", by_mode[False])):
                     out[f"step_time_{key}_mean_s"] = mean(ts)
                     out[f"step_time_{key}_median_s"] = median(ts)
                     out[f"timed_steps_{key}"] = len(ts)
+                    out[f"hook_time_{key}_per_step_s"] = mean(hook_by_mode[key == "overlap"])
             if link_total[2] > 0:
                 out["link_tx_per_host_step"] = link_total[0].item() / link_total[2].item()
                 out["link_rx_per_host_step"] = link_total[1].item() / link_total[2].item()

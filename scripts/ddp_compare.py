@@ -190,7 +190,9 @@ def one_run(args, env, config, rep, port):
               "step_time_median_s", "bytes_per_step", "bytes_how", "frame_bytes_per_step",
               "compression_rate", "link_tx_per_host_step", "link_rx_per_host_step", "title",
               "buckets_per_step", "step_time_overlap_mean_s", "step_time_overlap_median_s",
-              "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s"):
+              "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s",
+              "hook_time_per_step_s", "hook_time_overlap_per_step_s",
+              "hook_time_no_overlap_per_step_s"):
         if k in s and s[k] is not None:
             row[k] = s[k]
     if "link_run_tx_bytes" in res and s.get("steps"):
@@ -221,7 +223,9 @@ def aggregate(rows):
                       "frame_bytes_per_step", "link_tx_per_host_step",
                       "link_run_tx_per_host_step", "wall_s", "buckets_per_step",
                       "step_time_overlap_mean_s", "step_time_overlap_median_s",
-                      "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s"):
+                      "step_time_no_overlap_mean_s", "step_time_no_overlap_median_s",
+                      "hook_time_per_step_s", "hook_time_overlap_per_step_s",
+                      "hook_time_no_overlap_per_step_s"):
                 vals = [r[f] for r in ok if f in r]
                 if vals:
                     a[f] = sum(vals) / len(vals)
@@ -271,6 +275,14 @@ def markdown(meta, agg):
         for env, on, off, how in ov:
             lines.append(f"- {env}, {how}: {1e3 * on:.1f} with overlap, {1e3 * off:.1f} without "
                          f"({100 * (off - on) / off:+.1f} % of the no-overlap step saved)")
+        lines.append("")
+        for a in agg:
+            if "hook_time_per_step_s" in a:
+                both = (f" (overlap steps {1e3 * a['hook_time_overlap_per_step_s']:.2f}, "
+                        f"no-overlap steps {1e3 * a['hook_time_no_overlap_per_step_s']:.2f})"
+                        if "hook_time_overlap_per_step_s" in a else "")
+                lines.append(f"- {a['env']} {a['config']}: {1e3 * a['hook_time_per_step_s']:.2f} "
+                             f"ms/step on the calling thread inside the hook{both}")
         lines.append("")
         bk = [a.get("buckets_per_step") for a in agg if a.get("buckets_per_step")]
         if bk:
