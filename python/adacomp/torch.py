@@ -518,8 +518,10 @@ class AdaCompState:
 
     def close(self, timeout=5.0):
         """Waits (up to ``timeout`` seconds each) for the exchanges in flight and for the
-        state's exchange thread to end; a later bucket starts a new thread. Called
-        for every live state at interpreter exit. Returns whether the thread ended."""
+        state's exchange thread to end; a later bucket starts a new thread. The
+        thread holds the state, so a state that has exchanged with overlap lives
+        until closed; the module closes every live state at interpreter exit.
+        Returns whether the thread ended."""
         self.wait_idle(timeout)
         with self._cv:
             self._closing = True
@@ -635,8 +637,7 @@ class AdaCompState:
             self._inflight.append(ex)
             self._closing = False
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=_exchange_thread,
-                                                args=(weakref.ref(self),),
+                self._thread = threading.Thread(target=_exchange_thread, args=(self,),
                                                 name="adacomp-exchange", daemon=True)
                 self._thread.start()
             self._cv.notify_all()
@@ -924,26 +925,29 @@ class _Exchange:
         self.sends, self.recvs = [], []
 
 
-def _exchange_thread(state_ref):
+def _exchange_thread(state):
     """Finishes a state's exchanges in the order they were started (one thread per
-    state); ends when the state is gone or closed with nothing in flight."""
+    state), until the state is closed with nothing in flight.
+
+    The thread holds the state (which therefore lives until close()), and close()
+    joins it, which the module does for every live state at exit. So this thread
+    never runs while the interpreter finalizes: if it did, taking the GIL back
+    (after a wait on Gloo, or in the destructor of a work object or a future it
+    drops, which release the GIL) would end it inside a C++ destructor and abort
+    the process ("terminate called without an active exception").
+    """
     while True:
-        state = state_ref()
-        if state is None:
-            return
         with state._cv:
+            while not state._inflight and not state._closing:
+                state._cv.wait()
             if not state._inflight:
-                if state._closing:
-                    return
-                state._cv.wait(timeout=1.0)
-                del state
-                continue
+                return
             ex = state._inflight[0]
         state._finish(ex)
         with state._cv:
             state._inflight.popleft()
             state._cv.notify_all()
-        del state, ex
+        ex = None
 
 
 # Why the state keeps the tensors of its collectives, and keeps them past exit.
