@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adacomp/codec.h"
@@ -39,7 +39,7 @@ enum class Model : uint8_t {
 };
 std::string_view ModelName(Model model);
 Result<Model> ParseModel(std::string_view name);  // inverse of ModelName
-std::vector<std::string> ModelNames();  // mnist-cnn, cifar-cnn, fc-dnn, char-lstm
+std::vector<std::string> ModelNames();            // mnist-cnn, cifar-cnn, fc-dnn, char-lstm
 
 enum class Optimizer : uint8_t {
   kSgd = 0,   // "sgd": SGD with momentum and weight decay
@@ -57,6 +57,9 @@ struct StepMetrics {
   bool skipped = false;      // non-finite gradient: step skipped everywhere
   uint64_t bytes_sent = 0;   // wire bytes of all learners this step
   uint64_t dense_bytes = 0;  // 4 x elements x learners
+  // What rank 0's communicator sent and received in this step's exchange
+  // (Communicator::traffic(): the bytes on the wire, TCP/IP framing aside).
+  uint64_t transport_sent_bytes = 0, transport_received_bytes = 0;
   // Compression rate (32-bit bytes / bytes sent) per layer type and end to
   // end, this step; nullopt where the model has no such layer.
   std::optional<double> rate[kLayerTypeCount];
@@ -90,9 +93,9 @@ struct TrainOptions {
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
-  int64_t steps = 0;              // > 0: run exactly this many steps (overrides epochs)
+  int64_t steps = 0;  // > 0: run exactly this many steps (overrides epochs)
   Optimizer optimizer = Optimizer::kSgd;
-  double lr = 0;                  // 0 = the model's default
+  double lr = 0;  // 0 = the model's default
   double momentum = 0.9;
   double weight_decay = 0.0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
@@ -141,6 +144,15 @@ struct TrainSummary {
   std::optional<double> rate[kLayerTypeCount];  // over all learners and steps
   double end_to_end_rate = 0;
   uint64_t bytes_sent = 0, dense_bytes = 0;
+  // The exchange's bytes on the wire per step per learner, as each
+  // learner's communicator counted them (Communicator::traffic(): every
+  // collective of the step, TCP/IP framing aside), over the steps run in
+  // this process: the mean over learners of bytes sent and received, and the
+  // busiest learner's larger of the two. A ring all-reduce moves
+  // 2 (P-1)/P of the gradient each way; an all-gather of frames brings
+  // every learner the other P - 1 learners' frames.
+  double transport_sent_per_step = 0, transport_received_per_step = 0,
+         transport_busiest_per_step = 0;
   std::optional<double> selected_per_bin[kLayerTypeCount];
   double wall_seconds = 0;
   // Per-learner means of the time split, seconds over the whole run.

@@ -10,6 +10,8 @@
 // All learners apply the same bytes in the same order, so replicas stay
 // bit-identical; each uses one torch intra-op thread, so nothing depends on
 // how many learners compute at once.
+#include "learner.h"
+
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -27,7 +29,6 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
-#include "learner.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
@@ -85,8 +86,8 @@ class Learner {
     return lr;
   }
   RunState State() const {
-    return {steps_done_, skipped_, consecutive_bad_, run_totals_, epoch_totals_, epoch_loss_sum_,
-            epoch_loss_count_};
+    return {steps_done_,   skipped_,        consecutive_bad_, run_totals_,
+            epoch_totals_, epoch_loss_sum_, epoch_loss_count_};
   }
   std::string WeightsDigest() const;
   std::string StateDigest() const;
@@ -122,6 +123,9 @@ class Learner {
   int64_t window_loss_count_ = 0;
   double last_window_loss_ = NAN;
   Timing timing_;
+  // This learner's communicator bytes over the exchanges of the steps run
+  // in this process (ExchangeResult::transport_*).
+  uint64_t transport_sent_ = 0, transport_received_ = 0;
   std::vector<EpochMetrics> epochs_;
   std::unique_ptr<std::ofstream> metrics_file_;
 };
@@ -325,6 +329,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   const Status exchanged = exchange_->Step(grad_spans_, loss_value, agg_, &xr, gate_);
   exchange_->SetSendHook(nullptr);
   ADACOMP_RETURN_IF_ERROR(exchanged);
+  transport_sent_ += xr.transport_sent_bytes;
+  transport_received_ += xr.transport_received_bytes;
+  m->transport_sent_bytes = xr.transport_sent_bytes;
+  m->transport_received_bytes = xr.transport_received_bytes;
   t.compress = xr.compress_seconds;
   t.communicate = xr.communicate_seconds;
   t.decompress = xr.decompress_seconds;
@@ -368,7 +376,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     step_totals.dense[type] += n * 4 * static_cast<uint64_t>(p_);
     step_totals.selected[type] += xr.selected[k];
     if (adacomp) {
-      step_totals.bins[type] += static_cast<uint64_t>(p_) * ((n + bin_sizes_[k] - 1) / bin_sizes_[k]);
+      step_totals.bins[type] +=
+          static_cast<uint64_t>(p_) * ((n + bin_sizes_[k] - 1) / bin_sizes_[k]);
     }
   }
   {
@@ -451,12 +460,13 @@ Result<TrainSummary> Learner::Run() {
     for (const auto& note : data_->notes) Message("note: " + note);
     int64_t params = 0;
     for (const auto& p : model_.params) params += p.elements;
-    Message("training " + std::string(ModelName(o_.model)) + " (" + std::to_string(params) + " parameters in " +
-            std::to_string(model_.params.size()) + " tensors) on " + data_->description + " (" +
-            std::to_string(data_->train_count) + " train / " + std::to_string(data_->test_count) +
-            " test examples): " + std::to_string(p_) + " learners, " +
-            std::string(CodecName(o_.codec.codec)) + ", " + std::string(OptimizerName(o_.optimizer)) + " lr " +
-            ShortDouble(o_.lr) + ", global batch " + std::to_string(o_.batch_size) + ", " +
+    Message("training " + std::string(ModelName(o_.model)) + " (" + std::to_string(params) +
+            " parameters in " + std::to_string(model_.params.size()) + " tensors) on " +
+            data_->description + " (" + std::to_string(data_->train_count) + " train / " +
+            std::to_string(data_->test_count) + " test examples): " + std::to_string(p_) +
+            " learners, " + std::string(CodecName(o_.codec.codec)) + ", " +
+            std::string(OptimizerName(o_.optimizer)) + " lr " + ShortDouble(o_.lr) +
+            ", global batch " + std::to_string(o_.batch_size) + ", " +
             std::to_string(total_steps_) + " steps (" + std::to_string(steps_per_epoch_) +
             " per epoch)");
   }
@@ -541,10 +551,14 @@ Result<TrainSummary> Learner::Run() {
                    timing_.update}) {
     w.Put(v);
   }
+  w.Put(transport_sent_);
+  w.Put(transport_received_);
   GatheredBuffers all;
   ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(w.bytes, &all));
   s.replicas_identical = true;
   Timing mean;
+  const int64_t ran_here = steps_done_ - std::max<int64_t>(resumed_from_, 0);
+  const double per_step = ran_here > 0 ? 1.0 / static_cast<double>(ran_here) : 0.0;
   for (int r = 0; r < p_; ++r) {
     ByteReader rd(all.rank(r), "summary message");
     std::span<const uint8_t> d1, d2;
@@ -560,11 +574,19 @@ Result<TrainSummary> Learner::Run() {
     mean.communicate += v[2] / p_;
     mean.decompress += v[3] / p_;
     mean.update += v[4] / p_;
+    uint64_t sent = 0, received = 0;
+    ADACOMP_RETURN_IF_ERROR(rd.Get(&sent));
+    ADACOMP_RETURN_IF_ERROR(rd.Get(&received));
+    s.transport_sent_per_step += static_cast<double>(sent) * per_step / p_;
+    s.transport_received_per_step += static_cast<double>(received) * per_step / p_;
+    s.transport_busiest_per_step = std::max(
+        s.transport_busiest_per_step, static_cast<double>(std::max(sent, received)) * per_step);
   }
   s.model = std::string(ModelName(o_.model));
   s.data = data_->description;
   s.compressor = std::string(CodecName(o_.codec.codec));
   s.values = o_.codec.codec == Codec::kAdaComp ? std::string(ValueModeName(o_.codec.values)) : "";
+  if (exchange_->all_reduce_half()) s.values = "fp16";
   s.optimizer = std::string(OptimizerName(o_.optimizer));
   s.learners = p_;
   s.batch_size = o_.batch_size;

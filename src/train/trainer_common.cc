@@ -1,4 +1,5 @@
 // The torch-free parts of adacomp/trainer.h: names, defaults, JSON output.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -87,6 +88,8 @@ std::string StepMetrics::ToJson() const {
   j["skipped"] = skipped;
   j["bytes_sent"] = bytes_sent;
   j["dense_bytes"] = dense_bytes;
+  j["transport_sent_bytes"] = transport_sent_bytes;
+  j["transport_received_bytes"] = transport_received_bytes;
   j["compression_rate"] = Rates(rate, end_to_end_rate);
   j["selected_per_bin"] = PerType(selected_per_bin);
   j["time"] = {{"compute", compute_s},         {"compress", compress_s},
@@ -127,6 +130,13 @@ std::string TrainSummary::ToJson() const {
   j["compression_rate"] = Rates(rate, end_to_end_rate);
   j["bytes_sent"] = bytes_sent;
   j["dense_bytes"] = dense_bytes;
+  // Per step per learner: what the communicators moved, beside the frames.
+  const double frame_steps = static_cast<double>(steps - skipped_steps) * std::max(1, learners);
+  j["wire_bytes_per_step_per_learner"] = {
+      {"sent", transport_sent_per_step},
+      {"received", transport_received_per_step},
+      {"busiest_learner", transport_busiest_per_step},
+      {"frames", frame_steps > 0 ? static_cast<double>(bytes_sent) / frame_steps : 0.0}};
   j["selected_per_bin"] = PerType(selected_per_bin);
   j["wall_seconds"] = wall_seconds;
   j["seconds_per_step"] = seconds_per_step;

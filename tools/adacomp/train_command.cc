@@ -50,6 +50,14 @@ std::string Fmt(double v, const char* f = "%.4g") {
   return b;
 }
 
+// "1.23 MB" (decimal units), "850 B".
+std::string Bytes(double b) {
+  if (b >= 1e9) return Fmt(b / 1e9, "%.3g GB");
+  if (b >= 1e6) return Fmt(b / 1e6, "%.3g MB");
+  if (b >= 1e3) return Fmt(b / 1e3, "%.3g kB");
+  return Fmt(b, "%.0f B");
+}
+
 std::string RateText(const std::optional<double>& r) {
   return r ? Fmt(*r, "%.1fx") : std::string("n/a");
 }
@@ -268,6 +276,17 @@ int RunTrain(TrainArgs& a) {
   std::printf("  bytes sent       %llu (dense would be %llu)\n",
               static_cast<unsigned long long>(s.bytes_sent),
               static_cast<unsigned long long>(s.dense_bytes));
+  // What one learner's communicator moved per step (ring all-reduce: 2 (P-1)/P
+  // of the gradient each way; all-gather: the other learners' frames in),
+  // beside one learner's frames.
+  const double frame_steps =
+      static_cast<double>(s.steps - s.skipped_steps) * std::max(1, s.learners);
+  std::printf(
+      "  on the wire      %s sent, %s received per step per learner (frames %s; "
+      "busiest learner %s)\n",
+      Bytes(s.transport_sent_per_step).c_str(), Bytes(s.transport_received_per_step).c_str(),
+      Bytes(frame_steps > 0 ? static_cast<double>(s.bytes_sent) / frame_steps : 0).c_str(),
+      Bytes(s.transport_busiest_per_step).c_str());
   std::printf("  wall time        %.1f s (%.4f s/step)\n", s.wall_seconds, s.seconds_per_step);
   std::printf(
       "  per learner      compute %.1f s, compress %.2f s, communicate %.2f s, "
@@ -313,7 +332,8 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "CIFAR-10 binary directory (cifar-cnn), or a text file/directory (char-lstm, "
                   "default /usr/share/games/fortunes)");
   app->add_option("--compressor", args->compressor,
-                  "dense | adacomp | topk | threshold | onebit | terngrad")
+                  "dense (a ring all-reduce; --values fp16 for binary16) | adacomp | topk | "
+                  "threshold | onebit | terngrad")
       ->capture_default_str();
   args->learners_opt =
       app->add_option("--learners,-P", o.learners,
@@ -336,7 +356,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "comma-separated epochs at which lr is multiplied by --lr-decay-factor");
   app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
   app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
-  app->add_option("--values", args->values, "AdaComp values: ternary | fp16 | fp32")
+  app->add_option("--values", args->values,
+                  "AdaComp values: ternary | fp16 | fp32; with --compressor dense, fp16 "
+                  "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
       ->capture_default_str();
   app->add_option("--density", o.codec.density, "topk density")->capture_default_str();
   app->add_option("--tau", o.codec.tau, "threshold tau")->capture_default_str();
