@@ -55,10 +55,6 @@ foreach(lib IN LISTS _adacomp_export_libs)
   foreach(dep IN LISTS _links _ilinks)
     if(dep MATCHES "^Threads::")
       list(APPEND _adacomp_deps "find_dependency(Threads)")
-    elseif(dep MATCHES "^hwy::")
-      list(APPEND _adacomp_deps "find_dependency(hwy)")
-    elseif(dep MATCHES "^fmt::")
-      list(APPEND _adacomp_deps "find_dependency(fmt)")
     elseif(dep MATCHES "^ZLIB::")
       list(APPEND _adacomp_deps "find_dependency(ZLIB)")
     endif()
@@ -100,7 +96,7 @@ install(FILES
   DESTINATION ${ADACOMP_INSTALL_CMAKEDIR}
   COMPONENT adacomp_dev)
 
-if(ADACOMP_BUILD_TESTS AND EXISTS ${PROJECT_SOURCE_DIR}/tests/consumer/CMakeLists.txt)
+if(ADACOMP_BUILD_TESTS)
   add_test(NAME adacomp_install_consumer
     COMMAND ${CMAKE_COMMAND}
       -DBUILD_DIR=${PROJECT_BINARY_DIR}

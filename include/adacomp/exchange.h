@@ -118,12 +118,14 @@ class GradientExchange {
 
   // For failure tests: called with this learner's message just before it is
   // sent, so a test can damage it in transit.
-  void SetSendHook(std::function<void(std::vector<uint8_t>&)> hook) { send_hook_ = std::move(hook); }
+  void SetSendHook(std::function<void(std::vector<uint8_t>&)> hook) {
+    send_hook_ = std::move(hook);
+  }
 
  private:
   GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors);
-  Status Agree(std::span<const std::span<const float>> grads, double value,
-               ExchangeResult* result, ExchangeThrottle* throttle);
+  Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
+               ExchangeThrottle* throttle);
   void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
 
   Communicator& comm_;

@@ -37,6 +37,7 @@
 #include "core/endian.h"
 #include "core/half.h"
 #include "core/parallel.h"
+#include "core/simd.h"
 #include "wire/frame.h"
 
 namespace adacomp::internal {

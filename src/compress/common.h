@@ -31,7 +31,7 @@ float MaxAbs(std::span<const float> v);
 
 // Largest (bits of v) & 0x7FFFFFFF: the bits of the largest |v|, which is
 // >= 0x7F800000 exactly when some v is Inf or NaN. Vectorizes (integer max).
-uint32_t MaxAbsBits(const float* v, size_t n);
+// (internal::MaxAbsBits, core/simd.h)
 
 // g = residue + grad, element by element. InvalidArgument (g partly written,
 // nothing else changed) if a sum overflows to infinity.

@@ -153,7 +153,7 @@ std::optional<size_t> FindNonFinite(std::span<const float> values) {
   const size_t n = values.size();
   // One vector pass (the largest |v| as bits, AVX2 where the CPU has it)
   // answers the common case; only a bad tensor is searched for the index.
-  if (internal::MaxAbsBitsFast(values.data(), n) < 0x7F800000u) return std::nullopt;
+  if (internal::MaxAbsBits(values.data(), n) < 0x7F800000u) return std::nullopt;
   // Blocks of branch-free checks, then a scan of the bad block.
   constexpr size_t kBlock = 256;
   for (size_t start = 0; start < n; start += kBlock) {
@@ -174,7 +174,6 @@ std::optional<size_t> FindNonFinite(std::span<const float> values) {
 
 namespace internal {
 
-uint32_t MaxAbsBits(const float* v, size_t n) { return MaxAbsBitsFast(v, n); }
 
 Status CheckGradient(std::span<const float> grad, uint64_t elements, float* max_abs) {
   if (grad.size() != elements) {

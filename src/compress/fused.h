@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cpu.h"
+
 namespace adacomp::internal {
 
 // Processes bins [first_bin, last_bin) of a tensor of n elements cut into
@@ -130,8 +132,7 @@ inline size_t CompactAtLeastScalar(const float* g, size_t n, float tau, uint32_t
   return c;
 }
 
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
-#define ADACOMP_HAVE_AVX2_KERNELS 1
+#if ADACOMP_X86_SIMD
 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
                     uint64_t* neg_n);
 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean, float neg_mean,

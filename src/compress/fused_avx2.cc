@@ -6,13 +6,13 @@
 #include "compress/fused.h"
 #include "core/simd.h"
 
-#if defined(ADACOMP_HAVE_AVX2_KERNELS)
+#if ADACOMP_X86_SIMD
 #include <immintrin.h>
 #endif
 
 namespace adacomp::internal {
 
-#if defined(ADACOMP_HAVE_AVX2_KERNELS)
+#if ADACOMP_X86_SIMD
 namespace {
 
 // kCompact[mask]: byte i = the lane of the i-th set bit of mask (8 lanes).
@@ -35,9 +35,8 @@ constexpr CompactTable kCompact;
 alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0,  0,  0,  0,  0,  0,  0,  0};
 
-#define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
 
-ADACOMP_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G, int mask,
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G, int mask,
                                                                   uint32_t* idx, float* val,
                                                                   size_t c) {
   const __m256i lanes =
@@ -49,7 +48,7 @@ ADACOMP_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, 
   return c + static_cast<size_t>(std::popcount(static_cast<unsigned>(mask)));
 }
 
-ADACOMP_AVX2 inline __attribute__((always_inline)) int Pick(__m256 G, __m256 gv, __m256 vm) {
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) int Pick(__m256 G, __m256 gv, __m256 vm) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 H = _mm256_add_ps(G, gv);
   const __m256 pick = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(H, abs_mask), vm, _CMP_GE_OQ),
@@ -57,7 +56,7 @@ ADACOMP_AVX2 inline __attribute__((always_inline)) int Pick(__m256 G, __m256 gv,
   return _mm256_movemask_ps(pick);
 }
 
-ADACOMP_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
@@ -66,7 +65,7 @@ ADACOMP_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
 
 }  // namespace
 
-ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
+ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
                                     size_t first_bin, size_t last_bin, const uint32_t** pend,
                                     const uint32_t* pend_end, float s_prev, float* gmax,
                                     double* gsum, float* gtop, uint32_t* idx, float* val,
@@ -166,7 +165,7 @@ ADACOMP_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t b
   return c;
 }
 
-ADACOMP_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
+ADACOMP_TARGET_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
                                  uint64_t* neg_n) {
   // One 4-lane double accumulator per side: lane l sums elements j + l, in
   // order, exactly as the scalar twin.
@@ -198,7 +197,7 @@ ADACOMP_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, doubl
   return ok && tail_ok;
 }
 
-ADACOMP_AVX2 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean,
+ADACOMP_TARGET_AVX2 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean,
                                   float neg_mean, uint8_t* bits) {
   const __m256 vp = _mm256_set1_ps(pos_mean), vn = _mm256_set1_ps(neg_mean);
   const __m256 zero = _mm256_setzero_ps();
@@ -212,7 +211,7 @@ ADACOMP_AVX2 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_
   if (8 * b < n) OneBitApplyScalar(r + 8 * b, g + 8 * b, n - 8 * b, pos_mean, neg_mean, bits + b);
 }
 
-ADACOMP_AVX2 size_t CompactAtLeastAvx2(const float* g, size_t n, float tau, uint32_t* idx) {
+ADACOMP_TARGET_AVX2 size_t CompactAtLeastAvx2(const float* g, size_t n, float tau, uint32_t* idx) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 vt = _mm256_set1_ps(tau);
   size_t c = 0, j = 0;

@@ -101,7 +101,7 @@ TEST(FusedKernelTest, ScalarTwinFollowsTheDefinition) {
   EXPECT_EQ(std::find(o.idx.begin(), o.idx.end(), 10u), o.idx.end());
 }
 
-#if defined(ADACOMP_HAVE_AVX2_KERNELS)
+#if ADACOMP_X86_SIMD
 TEST(FusedKernelTest, Avx2MatchesScalarTwin) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   for (size_t bin : {1, 3, 7, 8, 9, 15, 16, 17, 50, 64, 500, 777, 5000}) {

@@ -40,10 +40,10 @@ TEST(BitIoTest, RoundTripRandomFields) {
 TEST(BitIoTest, LsbFirstLayout) {
   uint8_t buf[2] = {0, 0};
   BitWriter w(buf, buf + 2);
-  w.Put(1, 1);    // bit 0
-  w.Put(0, 2);    // bits 1-2
-  w.Put(5, 3);    // bits 3-5: 101
-  w.Put(5, 3);    // bits 6-8: 1 0 1
+  w.Put(1, 1);  // bit 0
+  w.Put(0, 2);  // bits 1-2
+  w.Put(5, 3);  // bits 3-5: 101
+  w.Put(5, 3);  // bits 6-8: 1 0 1
   w.Finish();
   EXPECT_EQ(buf[0], 0b01101001);
   EXPECT_EQ(buf[1], 0b00000001);
@@ -127,8 +127,8 @@ TEST(HalfTest, ExhaustiveHalfToFloat) {
 
 TEST(HalfTest, RoundingMatchesSlowReference) {
   std::mt19937 rng(3);
-  std::vector<float> probes = {0.0f, -0.0f, 65504.0f, 65519.0f, -65504.0f, 1e-8f, 2.98e-8f,
-                               5.96e-8f, 6.1e-5f, 6.103515625e-05f, 1.0f / 3, 0.1f};
+  std::vector<float> probes = {0.0f,     -0.0f,    65504.0f, 65519.0f,         -65504.0f, 1e-8f,
+                               2.98e-8f, 5.96e-8f, 6.1e-5f,  6.103515625e-05f, 1.0f / 3,  0.1f};
   for (int i = 0; i < 300; ++i) {
     probes.push_back(std::ldexp(static_cast<float>(rng() % 100000) / 100000.0f,
                                 static_cast<int>(rng() % 42) - 26) *

@@ -4,12 +4,12 @@
 #include <array>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <nmmintrin.h>
-#define ADACOMP_HAVE_CRC32_INSTRUCTION 1
-#endif
-
+#include "core/cpu.h"
 #include "core/endian.h"
+
+#if ADACOMP_X86_SIMD
+#include <nmmintrin.h>
+#endif
 
 namespace adacomp::internal {
 namespace {
@@ -35,13 +35,12 @@ constexpr Tables kTables = MakeTables();
 
 }  // namespace
 
-#if defined(ADACOMP_HAVE_CRC32_INSTRUCTION)
+#if ADACOMP_X86_SIMD
 namespace {
 
 // The SSE4.2 crc32 instruction computes exactly this CRC (Castagnoli), 8
 // bytes per instruction: several GB/s in one stream, enough here.
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* data,
-                                                          size_t size) {
+ADACOMP_TARGET_SSE42 uint32_t Crc32cHardware(uint32_t crc, const uint8_t* data, size_t size) {
   uint64_t c = ~crc;
   while (size >= 8) {
     uint64_t word;
@@ -55,17 +54,12 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const ui
   return ~c32;
 }
 
-bool HaveCrc32Instruction() {
-  static const bool have = __builtin_cpu_supports("sse4.2");
-  return have;
-}
-
 }  // namespace
 #endif
 
 uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
-#if defined(ADACOMP_HAVE_CRC32_INSTRUCTION)
-  if (HaveCrc32Instruction()) return Crc32cHardware(crc, data, size);
+#if ADACOMP_X86_SIMD
+  if (CpuHasSse42()) return Crc32cHardware(crc, data, size);
 #endif
   return Crc32cPortable(crc, data, size);
 }

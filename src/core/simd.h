@@ -1,8 +1,7 @@
 // Vector helpers shared by the codecs and the wire format (internal to
-// adacomp_core), each with a plain scalar twin (the definition; simd_test.cc
-// compares them on random data). The AVX2 versions are compiled with
-// function-level target attributes and used only when CpuHasAvx2(), so the
-// library runs on any x86-64. All functions are reentrant.
+// adacomp_core): for each X, the dispatcher X, its plain twin XScalar (the
+// definition; simd_test.cc compares the twins on random data) and XAvx2,
+// named and built as core/cpu.h says. All functions are reentrant.
 #pragma once
 
 #include <bit>
@@ -10,10 +9,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace adacomp::internal {
+#include "core/cpu.h"
 
-// True if the CPU runs the AVX2 kernels (and ADACOMP_NO_SIMD is not defined).
-bool CpuHasAvx2();
+namespace adacomp::internal {
 
 // Largest (bits of v[j]) & 0x7FFFFFFF: the bits of the largest |v|, which is
 // >= 0x7F800000 exactly when some v is Inf or NaN.
@@ -51,7 +49,7 @@ struct GapStats {
   uint64_t sum = 0, width_sum = 0, max = 0;
   friend bool operator==(const GapStats&, const GapStats&) = default;
 };
-inline GapStats GapStatsScalar(const uint32_t* idx, size_t c) {
+inline GapStats SumGapsScalar(const uint32_t* idx, size_t c) {
   GapStats st;
   uint64_t next = 0;
   for (size_t j = 0; j < c; ++j) {
@@ -96,22 +94,22 @@ inline void DivideFloatsScalar(float* x, size_t n, float d) {
   for (size_t i = 0; i < n; ++i) x[i] = x[i] / d;
 }
 
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#if ADACOMP_X86_SIMD
 void DivideFloatsAvx2(float* x, size_t n, float d);
 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n);
 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n);
 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos, float neg);
-GapStats GapStatsAvx2(const uint32_t* idx, size_t c);
+GapStats SumGapsAvx2(const uint32_t* idx, size_t c);
 uint32_t MaxAbsBitsAvx2(const float* v, size_t n);
 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k);
 uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k);
 #endif
 
 // Dispatching versions.
-uint32_t MaxAbsBitsFast(const float* v, size_t n);
+uint32_t MaxAbsBits(const float* v, size_t n);
 uint64_t RiceSum(const uint32_t* idx, size_t c, int k);
 uint64_t EgSum(const uint32_t* idx, size_t c, int k);
-GapStats ComputeGapStats(const uint32_t* idx, size_t c);
+GapStats SumGaps(const uint32_t* idx, size_t c);
 uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n);
 void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n);
 void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg);

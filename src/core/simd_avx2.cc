@@ -1,27 +1,22 @@
 // AVX2 versions of the helpers of core/simd.h, and the run-time dispatch.
-#include "core/simd.h"
-
 #include <bit>
 #include <cmath>
 
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#include "core/cpu.h"
+#include "core/simd.h"
+
+#if ADACOMP_X86_SIMD
 #include <immintrin.h>
-#define ADACOMP_AVX2 __attribute__((target("avx2,popcnt")))
 #endif
 
 namespace adacomp::internal {
 
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
-
-bool CpuHasAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-  return have;
-}
+#if ADACOMP_X86_SIMD
 
 // Walks from the end to the start: CheckGradient runs this over dW just
 // before the compressors stream through dW from the start, and the start,
 // read last here, is then still in the last-level cache.
-ADACOMP_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
+ADACOMP_TARGET_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
   const size_t head = n % 32;  // v[0, head) by the scalar twin
@@ -51,12 +46,13 @@ ADACOMP_AVX2 uint32_t MaxAbsBitsAvx2(const float* v, size_t n) {
 
 namespace {
 // Gaps of 8 entries j .. j+7 (j >= 1): idx[j+l] - idx[j+l-1] - 1.
-ADACOMP_AVX2 inline __attribute__((always_inline)) __m256i Gaps(const uint32_t* idx, size_t j) {
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) __m256i Gaps(const uint32_t* idx,
+                                                                       size_t j) {
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + j));
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + j - 1));
   return _mm256_sub_epi32(_mm256_sub_epi32(a, b), _mm256_set1_epi32(1));
 }
-ADACOMP_AVX2 inline uint64_t SumLanes(__m256i acc64a, __m256i acc64b) {
+ADACOMP_TARGET_AVX2 inline uint64_t SumLanes(__m256i acc64a, __m256i acc64b) {
   const __m256i s = _mm256_add_epi64(acc64a, acc64b);
   alignas(32) uint64_t l[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(l), s);
@@ -64,7 +60,7 @@ ADACOMP_AVX2 inline uint64_t SumLanes(__m256i acc64a, __m256i acc64b) {
 }
 }  // namespace
 
-ADACOMP_AVX2 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k) {
+ADACOMP_TARGET_AVX2 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k) {
   if (c == 0) return 0;
   uint64_t s = idx[0] >> k;
   const __m128i kk = _mm_cvtsi32_si128(k);
@@ -81,7 +77,7 @@ ADACOMP_AVX2 uint64_t RiceSumAvx2(const uint32_t* idx, size_t c, int k) {
   return s;
 }
 
-ADACOMP_AVX2 uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k) {
+ADACOMP_TARGET_AVX2 uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k) {
   if (c == 0) return 0;
   uint64_t s = static_cast<uint64_t>(std::bit_width((idx[0] >> k) + uint64_t{1}) - 1);
   const __m128i kk = _mm_cvtsi32_si128(k);
@@ -110,10 +106,10 @@ ADACOMP_AVX2 uint64_t EgSumAvx2(const uint32_t* idx, size_t c, int k) {
   return s;
 }
 
-ADACOMP_AVX2 GapStats GapStatsAvx2(const uint32_t* idx, size_t c) {
+ADACOMP_TARGET_AVX2 GapStats SumGapsAvx2(const uint32_t* idx, size_t c) {
   GapStats st;
   if (c == 0) return st;
-  st = GapStatsScalar(idx, 1);
+  st = SumGapsScalar(idx, 1);
   const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
   const __m256i zero = _mm256_setzero_si256();
   __m256i sa = zero, sb = zero, wa = zero, wb = zero, mx = zero;
@@ -149,7 +145,7 @@ ADACOMP_AVX2 GapStats GapStatsAvx2(const uint32_t* idx, size_t c) {
   return st;
 }
 
-ADACOMP_AVX2 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n) {
+ADACOMP_TARGET_AVX2 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0;
   size_t i = 0;
@@ -167,7 +163,7 @@ ADACOMP_AVX2 uint32_t MaxAbsBitsBytesAvx2(const uint8_t* src, size_t n) {
   return m;
 }
 
-ADACOMP_AVX2 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n) {
+ADACOMP_TARGET_AVX2 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v =
@@ -177,7 +173,8 @@ ADACOMP_AVX2 void AddFloatsFromBytesAvx2(float* dst, const uint8_t* src, size_t 
   AddFloatsFromBytesScalar(dst + i, src + 4 * i, n - i);
 }
 
-ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos, float neg) {
+ADACOMP_TARGET_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, float pos,
+                                         float neg) {
   const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   const __m256 vp = _mm256_set1_ps(pos), vn = _mm256_set1_ps(neg);
   size_t b = 0;
@@ -190,7 +187,7 @@ ADACOMP_AVX2 void AddSignBitsAvx2(float* dst, const uint8_t* bits, size_t n, flo
   if (8 * b < n) AddSignBitsScalar(dst + 8 * b, bits + b, n - 8 * b, pos, neg);
 }
 
-ADACOMP_AVX2 void DivideFloatsAvx2(float* x, size_t n, float d) {
+ADACOMP_TARGET_AVX2 void DivideFloatsAvx2(float* x, size_t n, float d) {
   const __m256 vd = _mm256_set1_ps(d);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vd));
@@ -198,7 +195,7 @@ ADACOMP_AVX2 void DivideFloatsAvx2(float* x, size_t n, float d) {
 }
 
 namespace {
-ADACOMP_AVX2 void MultiplyFloatsAvx2(float* x, size_t n, float m) {
+ADACOMP_TARGET_AVX2 void MultiplyFloatsAvx2(float* x, size_t n, float m) {
   const __m256 vm = _mm256_set1_ps(m);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vm));
@@ -226,16 +223,17 @@ void AddSignBits(float* dst, const uint8_t* bits, size_t n, float pos, float neg
 void DivideFloats(float* x, size_t n, float d) {
   if (!CpuHasAvx2()) return DivideFloatsScalar(x, n, d);
   const float inv = 1.0f / d;
-  if (std::isfinite(d) && d != 0.0f && std::isnormal(inv) && (std::bit_cast<uint32_t>(d) & 0x7FFFFF) == 0) {
+  if (std::isfinite(d) && d != 0.0f && std::isnormal(inv) &&
+      (std::bit_cast<uint32_t>(d) & 0x7FFFFF) == 0) {
     MultiplyFloatsAvx2(x, n, inv);  // d = +-2^e: x * (1/d) is exactly x / d
   } else {
     DivideFloatsAvx2(x, n, d);
   }
 }
-GapStats ComputeGapStats(const uint32_t* idx, size_t c) {
-  return CpuHasAvx2() ? GapStatsAvx2(idx, c) : GapStatsScalar(idx, c);
+GapStats SumGaps(const uint32_t* idx, size_t c) {
+  return CpuHasAvx2() ? SumGapsAvx2(idx, c) : SumGapsScalar(idx, c);
 }
-uint32_t MaxAbsBitsFast(const float* v, size_t n) {
+uint32_t MaxAbsBits(const float* v, size_t n) {
   return CpuHasAvx2() ? MaxAbsBitsAvx2(v, n) : MaxAbsBitsScalar(v, n);
 }
 uint64_t RiceSum(const uint32_t* idx, size_t c, int k) {
@@ -247,11 +245,10 @@ uint64_t EgSum(const uint32_t* idx, size_t c, int k) {
 
 #else
 
-bool CpuHasAvx2() { return false; }
-uint32_t MaxAbsBitsFast(const float* v, size_t n) { return MaxAbsBitsScalar(v, n); }
+uint32_t MaxAbsBits(const float* v, size_t n) { return MaxAbsBitsScalar(v, n); }
 uint64_t RiceSum(const uint32_t* idx, size_t c, int k) { return RiceSumScalar(idx, c, k); }
 uint64_t EgSum(const uint32_t* idx, size_t c, int k) { return EgSumScalar(idx, c, k); }
-GapStats ComputeGapStats(const uint32_t* idx, size_t c) { return GapStatsScalar(idx, c); }
+GapStats SumGaps(const uint32_t* idx, size_t c) { return SumGapsScalar(idx, c); }
 uint32_t MaxAbsBitsBytes(const uint8_t* src, size_t n) { return MaxAbsBitsBytesScalar(src, n); }
 void AddFloatsFromBytes(float* dst, const uint8_t* src, size_t n) {
   AddFloatsFromBytesScalar(dst, src, n);

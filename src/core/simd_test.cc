@@ -33,7 +33,7 @@ std::vector<uint32_t> RandomIndices(size_t count, uint64_t max_gap, uint64_t see
 
 TEST(SimdTest, GapSumsMatchScalar) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#if ADACOMP_X86_SIMD
   for (size_t count : {0, 1, 2, 8, 9, 17, 1000, 4099}) {
     for (uint64_t max_gap : {0ull, 5ull, 1000ull, 1ull << 24, 1ull << 30}) {
       const auto idx = RandomIndices(count, max_gap, count * 31 + max_gap);
@@ -42,7 +42,7 @@ TEST(SimdTest, GapSumsMatchScalar) {
         ASSERT_EQ(EgSumAvx2(idx.data(), idx.size(), k), EgSumScalar(idx.data(), idx.size(), k))
             << count << " " << max_gap << " " << k;
       }
-      ASSERT_EQ(GapStatsAvx2(idx.data(), idx.size()), GapStatsScalar(idx.data(), idx.size()));
+      ASSERT_EQ(SumGapsAvx2(idx.data(), idx.size()), SumGapsScalar(idx.data(), idx.size()));
     }
   }
   // Gaps whose (gap >> k) + 1 is just below, at and above powers of two,
@@ -61,13 +61,13 @@ TEST(SimdTest, GapSumsMatchScalar) {
     ASSERT_EQ(RiceSumAvx2(edge.data(), edge.size(), k), RiceSumScalar(edge.data(), edge.size(), k));
     ASSERT_EQ(EgSumAvx2(top.data(), 1, k), EgSumScalar(top.data(), 1, k));
   }
-  ASSERT_EQ(GapStatsAvx2(edge.data(), edge.size()), GapStatsScalar(edge.data(), edge.size()));
+  ASSERT_EQ(SumGapsAvx2(edge.data(), edge.size()), SumGapsScalar(edge.data(), edge.size()));
 #endif
 }
 
 TEST(SimdTest, MaxAbsBitsMatchesScalar) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#if ADACOMP_X86_SIMD
   for (size_t n : {0, 1, 7, 8, 31, 32, 33, 100, 5003}) {
     auto v = testing::GradientLike(n, n);
     EXPECT_EQ(MaxAbsBitsAvx2(v.data(), n), MaxAbsBitsScalar(v.data(), n));
@@ -86,7 +86,7 @@ TEST(SimdTest, MaxAbsBitsMatchesScalar) {
 
 TEST(SimdTest, PayloadHelpersMatchScalar) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#if ADACOMP_X86_SIMD
   for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 100, 1003}) {
     const auto v = testing::GradientLike(n, n + 3);
     // At an odd offset, as in a frame.
@@ -124,8 +124,8 @@ TEST(SimdTest, DivideFloatsMatchesScalarDivision) {
                   0x1p-149f, 1e-3f, 1e30f}) {
     for (size_t n : {0u, 1u, 7u, 8u, 9u, 1001u}) {
       auto x = testing::GradientLike(n, 11);
-      const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-130f, 0x1.fffffep127f, inf, -inf,
-                                std::nanf(""), 1.5f};
+      const float specials[] = {0.0f, -0.0f, 0x1p-149f,     -0x1p-130f, 0x1.fffffep127f,
+                                inf,  -inf,  std::nanf(""), 1.5f};
       for (size_t i = 0; i < n && i < std::size(specials); ++i) x[i * 3 % n] = specials[i];
       auto want = x;
       for (auto& v : want) v = v / d;

@@ -70,7 +70,8 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     for (size_t k = 0; k < x->tensors_.size(); ++k) {
       const ExchangeTensor& t = x->tensors_[k];
       auto c = Compressor::Create(t.codec, static_cast<uint32_t>(k), t.elements);
-      if (!c.ok()) return c.status().WithContext("tensor " + std::to_string(k) + " (" + t.name + ")");
+      if (!c.ok())
+        return c.status().WithContext("tensor " + std::to_string(k) + " (" + t.name + ")");
       x->compressors_.push_back(std::move(*c));
     }
   }
@@ -160,7 +161,8 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
       result->compress_seconds = Since(t0);
     }
     const auto t1 = Clock::now();
-    ADACOMP_RETURN_IF_ERROR(half_ ? comm_.AllReduceSumHalf(averaged) : comm_.AllReduceSum(averaged));
+    ADACOMP_RETURN_IF_ERROR(half_ ? comm_.AllReduceSumHalf(averaged)
+                                  : comm_.AllReduceSum(averaged));
     result->communicate_seconds += Since(t1);
     Hold hold(throttle);
     const auto t2 = Clock::now();
@@ -199,8 +201,9 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
   for (int r = 0; r < p; ++r) message_spans_[r] = gathered_.rank(static_cast<size_t>(r));
   message_tensors_.resize(n_tensors);
   for (size_t k = 0; k < n_tensors; ++k) {
-    message_tensors_[k] = {static_cast<uint32_t>(k),
-                           averaged.subspan(offsets_[k], static_cast<size_t>(tensors_[k].elements))};
+    message_tensors_[k] = {
+        static_cast<uint32_t>(k),
+        averaged.subspan(offsets_[k], static_cast<size_t>(tensors_[k].elements))};
   }
   infos_.resize(n_tensors * static_cast<size_t>(p));
   MessageError where;
@@ -208,7 +211,8 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
   if (!st.ok()) {
     if (where.tensor < n_tensors) {
       return st.WithContext("learner " + std::to_string(where.message) + "'s frame for tensor " +
-                            std::to_string(where.tensor) + " (" + tensors_[where.tensor].name + ")");
+                            std::to_string(where.tensor) + " (" + tensors_[where.tensor].name +
+                            ")");
     }
     return Status(st.code(), "learner " + std::to_string(where.message) + "'s " + st.message());
   }

@@ -56,8 +56,8 @@ std::vector<ExchangeTensor> Tensors(Codec codec, int rank, bool half = false) {
 }
 
 std::vector<float> Grad(int rank, size_t k, int step) {
-  return testing::GradientLike(kSizes[k], 7919 * static_cast<uint64_t>(step) + 31 * k +
-                                              static_cast<uint64_t>(rank));
+  return testing::GradientLike(
+      kSizes[k], 7919 * static_cast<uint64_t>(step) + 31 * k + static_cast<uint64_t>(rank));
 }
 
 float RoundHalf(float x) { return internal::HalfToFloat(internal::FloatToHalf(x)); }
@@ -168,8 +168,8 @@ TEST_P(ExchangeTest, MatchesTheReferenceOnEveryLearner) {
         want = Reference(codec, p, k, step, refs, &wire, &selected);
       }
       for (int r = 0; r < p; ++r) {
-        SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(k) +
-                     " learner " + std::to_string(r));
+        SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(k) + " learner " +
+                     std::to_string(r));
         ASSERT_EQ(0, std::memcmp(got[step][r].data() + offset, want.data(), want.size() * 4));
         const ExchangeResult& res = results[step][r];
         EXPECT_FALSE(res.skipped());
@@ -331,7 +331,8 @@ TEST(ExchangeTest, DamagedMessagesFailOnEveryLearner) {
       {[](std::vector<uint8_t>& m) { m[m.size() / 2] ^= 0x10; }, "learner 2's frame for tensor"},
       {[](std::vector<uint8_t>& m) { m.push_back(0); },
        "learner 2's message has 1 bytes after its last frame"},
-      {[](std::vector<uint8_t>& m) { m.resize(m.size() - 1); }, "learner 2's frame for tensor 4 (t4)"},
+      {[](std::vector<uint8_t>& m) { m.resize(m.size() - 1); },
+       "learner 2's frame for tensor 4 (t4)"},
   };
   for (const Case& c : cases) {
     constexpr int p = 3;

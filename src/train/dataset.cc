@@ -23,7 +23,8 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
     }
     d->description = "text:" + path + " (" + std::to_string(corpus.files.size()) + " files)";
   } else {
-    bool cifar = o.model == Model::kCifarCnn && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
+    bool cifar =
+        o.model == Model::kCifarCnn && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
     if (cifar) {
       ADACOMP_ASSIGN_OR_RETURN(d->train, LoadCifarDir(o.data_dir, true));
       ADACOMP_ASSIGN_OR_RETURN(d->test, LoadCifarDir(o.data_dir, false));

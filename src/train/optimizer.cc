@@ -22,7 +22,7 @@ OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& 
 }
 
 void OptimizerState::Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads,
-                      double lr) {
+                           double lr) {
   torch::NoGradGuard no_grad;
   if (adam_) ++adam_step_;
   for (size_t t = 0; t < params.size(); ++t) {

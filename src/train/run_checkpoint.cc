@@ -119,8 +119,8 @@ void FindCheckpoint(const TrainOptions& o, const std::string& fingerprint,
 
 }  // namespace
 
-Status LoadRunCheckpoint(Communicator& comm, const TrainOptions& o,
-                         const std::string& fingerprint, int64_t steps_per_epoch,
+Status LoadRunCheckpoint(Communicator& comm, const TrainOptions& o, const std::string& fingerprint,
+                         int64_t steps_per_epoch,
                          const std::function<void(const std::string&)>& message,
                          LoadedCheckpoint* out, bool* found) {
   *found = false;

@@ -59,8 +59,8 @@ struct LoadedCheckpoint {
 // settings, per the fingerprint, is an error) and broadcasts it. *found is
 // false when there is none (the run starts at step 0). `message` gets the
 // warnings and notes (rank 0).
-Status LoadRunCheckpoint(Communicator& comm, const TrainOptions& o,
-                         const std::string& fingerprint, int64_t steps_per_epoch,
+Status LoadRunCheckpoint(Communicator& comm, const TrainOptions& o, const std::string& fingerprint,
+                         int64_t steps_per_epoch,
                          const std::function<void(const std::string&)>& message,
                          LoadedCheckpoint* out, bool* found);
 

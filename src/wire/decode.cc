@@ -223,7 +223,8 @@ void AddPrepared(const Ready* ready, size_t count, std::span<float> dst, bool av
   const int add_workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), blocks));
   float* out = dst.data();
   internal::RunWorkers(std::max(add_workers, 1), [&](int w) {
-    const size_t b0 = blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
+    const size_t b0 =
+        blocks * static_cast<size_t>(w) / static_cast<size_t>(std::max(add_workers, 1));
     const size_t b1 =
         blocks * static_cast<size_t>(w + 1) / static_cast<size_t>(std::max(add_workers, 1));
     const size_t begin = b0 * kBlockElements, end = std::min(n, b1 * kBlockElements);
@@ -373,18 +374,18 @@ Status DecodeAverageMessages(std::span<const std::span<const uint8_t>> messages,
       error->tensor = failed_tensor[bad];
       return status[bad];
     }
-    const std::string where =
-        failed_tensor[bad] < n_tensors
-            ? "message " + std::to_string(bad) + ", frame of tensor " +
-                  std::to_string(tensors[failed_tensor[bad]].tensor_id)
-            : "message " + std::to_string(bad);
+    const std::string where = failed_tensor[bad] < n_tensors
+                                  ? "message " + std::to_string(bad) + ", frame of tensor " +
+                                        std::to_string(tensors[failed_tensor[bad]].tensor_id)
+                                  : "message " + std::to_string(bad);
     return status[bad].WithContext(where);
   }
 
   // 2. Per tensor, the average over the messages' frames.
   for (size_t k = 0; k < n_tensors; ++k) {
     const std::span<float> dst = tensors[k].dst;
-    const int t = static_cast<uint64_t>(dst.size()) * count < kMinParallelWork ? 1 : options.threads;
+    const int t =
+        static_cast<uint64_t>(dst.size()) * count < kMinParallelWork ? 1 : options.threads;
     AddPrepared(ready.data() + k * count, count, dst, true, t);
   }
   for (size_t k = 0; k < n_tensors && !infos.empty(); ++k) {

@@ -84,8 +84,8 @@ void CheckSame(const std::vector<CodecConfig>& configs, uint64_t n, uint64_t see
     o.threads = threads;
     const Status st = DecodeAccumulateAll(Spans(frames), got, info, o);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    const std::string what = "n=" + std::to_string(n) + " frames=" +
-                             std::to_string(frames.size()) + " threads=" + std::to_string(threads);
+    const std::string what = "n=" + std::to_string(n) + " frames=" + std::to_string(frames.size()) +
+                             " threads=" + std::to_string(threads);
     ExpectBitEqual(got, want, what);
     for (size_t q = 0; q < frames.size(); ++q) {
       EXPECT_EQ(info[q].frame_bytes, frames[q].size()) << what;
@@ -255,16 +255,18 @@ TEST(DecodeAccumulateAllTest, MutatedFramesBehaveAsFrameAfterFrame) {
     for (size_t q = 0; q < frames.size() && want_st.ok(); ++q) {
       std::vector<float> one = want;  // frame after frame, stopping at the first error
       want_st = DecodeAccumulate(frames[q], one);
-      if (want_st.ok()) want = one;
-      else want_bad = q;
+      if (want_st.ok())
+        want = one;
+      else
+        want_bad = q;
     }
     std::vector<float> got = start;
     size_t bad = 99;
     DecodeOptions o;
     o.threads = 1 + trial % 2;
     const Status st = DecodeAccumulateAll(Spans(frames), got, {}, o, &bad);
-    ASSERT_EQ(st.ok(), want_st.ok()) << "trial " << trial << ": " << st.ToString() << " vs "
-                                     << want_st.ToString();
+    ASSERT_EQ(st.ok(), want_st.ok())
+        << "trial " << trial << ": " << st.ToString() << " vs " << want_st.ToString();
     if (st.ok()) {
       ExpectBitEqual(got, want, "trial " + std::to_string(trial));
     } else {
@@ -390,8 +392,9 @@ std::vector<std::vector<float>> Filled(const Messages& m, float v) {
 
 TEST(DecodeAverageMessagesTest, MatchesDecodeAverageAllPerTensor) {
   const std::vector<CodecConfig> configs = {
-      Config(Codec::kAdaComp), Config(Codec::kAdaComp, ValueMode::kFp16), Config(Codec::kTopK),
-      Config(Codec::kDense), Config(Codec::kTernGrad), Config(Codec::kOneBit)};
+      Config(Codec::kAdaComp),  Config(Codec::kAdaComp, ValueMode::kFp16),
+      Config(Codec::kTopK),     Config(Codec::kDense),
+      Config(Codec::kTernGrad), Config(Codec::kOneBit)};
   for (int learners : {1, 3, 4}) {
     const Messages m = MakeMessages(configs, learners, {0, 1, 77, 5000, 300000});
     for (int threads : {1, 2}) {
@@ -458,8 +461,8 @@ std::vector<size_t> FrameEnds(std::span<const uint8_t> message) {
 }
 
 TEST(DecodeAverageMessagesTest, TruncatedLeftoverAndCorruptMessagesLeaveDstUntouched) {
-  const Messages m = MakeMessages({Config(Codec::kAdaComp), Config(Codec::kTopK)}, 3,
-                                  {40, 1000, 20000});
+  const Messages m =
+      MakeMessages({Config(Codec::kAdaComp), Config(Codec::kTopK)}, 3, {40, 1000, 20000});
   const auto ends0 = FrameEnds(m.bytes[0]), ends = FrameEnds(m.bytes[1]);
   ASSERT_EQ(ends.size(), 3u);
   // Truncated inside each frame, and cut between frames (a frame missing).

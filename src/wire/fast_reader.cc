@@ -57,8 +57,7 @@ template <bool kRice, bool kSigns>
 // codes average 6-10 bits), which shortens that chain per entry.
 template <bool kRice, int kVb, bool kSigns>
 [[gnu::noinline]] bool FastSparseEntriesT(std::span<const uint8_t> frame, const Header& h,
-                                         const Params& p,
-                        Entry* out) {
+                                          const Params& p, Entry* out) {
   const uint64_t count = p.selected;
   const uint64_t n = h.elements;
   const int k = p.code.k;

@@ -92,7 +92,6 @@ void FinishFrame(std::vector<uint8_t>* out, size_t frame_start);
 Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, Header* header,
                   Params* params);
 
-
 // ---- Shared by the readers and the writers of this folder ----------------
 
 inline bool IsSparse(Codec c) {

@@ -1,6 +1,8 @@
 // wire/frame.cc: the decoded structure. Encode -> decode -> re-encode is the
 // identity, inconsistent structures are refused, resealed mutations are
 // rejected or canonical, both index families round-trip.
+#include "wire/frame.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -8,7 +10,6 @@
 #include <random>
 #include <vector>
 
-#include "wire/frame.h"
 #include "wire/frame_test_util.h"
 
 namespace adacomp::wire {

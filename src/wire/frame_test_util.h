@@ -3,11 +3,11 @@
 // deliberately damaged frame with a valid checksum. Test-only.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "adacomp/codec.h"
 #include "core/crc32c.h"

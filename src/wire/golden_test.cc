@@ -10,8 +10,8 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <limits>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -69,8 +69,11 @@ Frame AdaTernary10() {
 std::vector<Golden> Cases() {
   std::vector<Golden> g;
   g.push_back({"dense_3", Enc(Dense3()), true, {1.5f, -2.0f, 0.25f}, ""});
-  g.push_back({"adacomp_ternary_10", Enc(AdaTernary10()), true,
-               {0, 0.5f, 0, 0, -0.5f, 0, 0, 0, 0, 0.5f}, ""});
+  g.push_back({"adacomp_ternary_10",
+               Enc(AdaTernary10()),
+               true,
+               {0, 0.5f, 0, 0, -0.5f, 0, 0, 0, 0, 0.5f},
+               ""});
   {
     Frame f;
     f.codec = Codec::kAdaComp;
@@ -121,8 +124,11 @@ std::vector<Golden> Cases() {
     f.params.scale = 0.75f;
     f.params.scale2 = -0.5f;
     f.symbols = {0, 1, 1, 0, 0, 0, 0, 0, 1, 0};
-    g.push_back({"onebit_10", Enc(f), true,
-                 {0.75f, -0.5f, -0.5f, 0.75f, 0.75f, 0.75f, 0.75f, 0.75f, -0.5f, 0.75f}, ""});
+    g.push_back({"onebit_10",
+                 Enc(f),
+                 true,
+                 {0.75f, -0.5f, -0.5f, 0.75f, 0.75f, 0.75f, 0.75f, 0.75f, -0.5f, 0.75f},
+                 ""});
   }
   {
     Frame f;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/cpu.h"
 #include "core/simd.h"
 
 namespace adacomp::wire {
@@ -24,7 +25,8 @@ uint64_t IndexCodeBitsFrom(std::span<const uint32_t> indices, IndexCode code, ui
   // IndexCodeBits took the first gap from 0; it is from next0.
   auto len = [&](uint64_t gap) -> uint64_t {
     const uint64_t q = gap >> code.k;
-    return code.family == IndexFamily::kRice ? q : 2 * static_cast<uint64_t>(std::bit_width(q + 1) - 1);
+    return code.family == IndexFamily::kRice ? q
+                                             : 2 * static_cast<uint64_t>(std::bit_width(q + 1) - 1);
   };
   return bits - len(indices[0]) + len(indices[0] - next0);
 }
@@ -37,7 +39,7 @@ IndexCode ChooseIndexCode(std::span<const uint32_t> indices, uint64_t* code_bits
   // in k saves sum(ceil((g >> k) / 2)) bits, which shrinks as k grows, and
   // costs C bits), so its descent ends at the exact optimum; for
   // Exp-Golomb it ends at a local optimum, in practice the optimum.
-  const internal::GapStats gs = internal::ComputeGapStats(indices.data(), indices.size());
+  const internal::GapStats gs = internal::SumGaps(indices.data(), indices.size());
   const uint64_t gap_sum = gs.sum, width_sum = gs.width_sum, max_gap = gs.max;
   const uint64_t count = indices.size();
   const int k_max = std::min(kMaxCodeK, static_cast<int>(std::bit_width(max_gap)));
@@ -76,13 +78,12 @@ void WriteSignOfPlain(uint8_t* begin, uint8_t* end, std::span<const uint32_t> in
       begin, end, indices, code, true, [values](size_t j) { return std::signbit(values[j]); },
       next0, fill0);
 }
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
+#if ADACOMP_X86_SIMD
 // The same code with BMI2's flag-free variable shifts (shlx/shrx), which
 // take about a sixth off the writer's time per entry.
-__attribute__((target("bmi,bmi2"))) void WriteSignOfBmi2(uint8_t* begin, uint8_t* end,
-                                                         std::span<const uint32_t> indices,
-                                                         IndexCode code, const float* values,
-                                                         uint64_t next0, int fill0) {
+ADACOMP_TARGET_BMI2 void WriteSignOfBmi2(uint8_t* begin, uint8_t* end,
+                                         std::span<const uint32_t> indices, IndexCode code,
+                                         const float* values, uint64_t next0, int fill0) {
   WriteSparseBits(
       begin, end, indices, code, true, [values](size_t j) { return std::signbit(values[j]); },
       next0, fill0);
@@ -92,9 +93,9 @@ __attribute__((target("bmi,bmi2"))) void WriteSignOfBmi2(uint8_t* begin, uint8_t
 
 void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
                            IndexCode code, const float* values, uint64_t next0, int fill0) {
-#if defined(__x86_64__) && !defined(ADACOMP_NO_SIMD)
-  static const bool bmi2 = __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
-  if (bmi2) return WriteSignOfBmi2(begin, end, indices, code, values, next0, fill0);
+#if ADACOMP_X86_SIMD
+  if (internal::CpuHasBmi2())
+    return WriteSignOfBmi2(begin, end, indices, code, values, next0, fill0);
 #endif
   WriteSignOfPlain(begin, end, indices, code, values, next0, fill0);
 }

@@ -43,8 +43,7 @@ namespace detail {
 // Appends the low n bits of v (n <= 56) to the stream at *p / *acc / *fill
 // (fewer than 8 pending bits in *acc between calls), byte by byte near the
 // end of [*p, end).
-inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* fill,
-                           uint8_t* end) {
+inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* fill, uint8_t* end) {
   *acc |= v << *fill;
   *fill += n;
   const int bytes = *fill >> 3;
@@ -66,9 +65,8 @@ inline void PutBitsCareful(uint64_t v, int n, uint8_t** p, uint64_t* acc, int* f
 template <typename NegativeFn>
 [[gnu::always_inline]] inline void WriteSparseBits(uint8_t* begin, uint8_t* end,
                                                    std::span<const uint32_t> indices,
-                                                   IndexCode code, bool signs,
-                                                   NegativeFn negative, uint64_t next0 = 0,
-                                                   int fill0 = 0) {
+                                                   IndexCode code, bool signs, NegativeFn negative,
+                                                   uint64_t next0 = 0, int fill0 = 0) {
   // Each entry's code (unary part, low bits, sign) is assembled into one
   // word when it is at most 56 bits long (nearly always) and appended with
   // one unaligned 8-byte store; longer codes and the last bytes go through
@@ -141,8 +139,6 @@ template <typename NegativeFn>
 // (the AdaComp ternary frame from the compressor's G values); compiled
 // with BMI2 shifts as well, used where the CPU has them (same bits).
 void WriteSparseBitsSignOf(uint8_t* begin, uint8_t* end, std::span<const uint32_t> indices,
-                           IndexCode code, const float* values, uint64_t next0 = 0,
-                           int fill0 = 0);
-
+                           IndexCode code, const float* values, uint64_t next0 = 0, int fill0 = 0);
 
 }  // namespace adacomp::wire

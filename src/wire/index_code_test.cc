@@ -1,14 +1,14 @@
 // wire/index_code.cc: the choice of code is optimal over all k (Rice) and
 // close to it overall; pieces of the bit stream written by the parallel
 // writer make the whole.
+#include "wire/index_code.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 #include <span>
 #include <vector>
-
-#include "wire/index_code.h"
 
 namespace adacomp::wire {
 namespace {

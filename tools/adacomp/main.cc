@@ -35,10 +35,12 @@ struct External {
   const char* description;
 };
 constexpr External kExternal[] = {
-    {"train", "Train a model with P learners exchanging compressed gradients (docs/algorithm.md)"
-              "; runs adacomp-train"},
-    {"bench", "Time AdaComp and its baselines against the R += dW pass, verified first; runs "
-              "adacomp-bench"},
+    {"train",
+     "Train a model with P learners exchanging compressed gradients (docs/algorithm.md)"
+     "; runs adacomp-train"},
+    {"bench",
+     "Time AdaComp and its baselines against the R += dW pass, verified first; runs "
+     "adacomp-bench"},
 };
 
 // Replaces this process by adacomp-<name> from this program's directory,
@@ -56,10 +58,9 @@ int ExecSibling(const char* name, char** argv) {
   argv[0] = const_cast<char*>(path.c_str());
   ::execv(path.c_str(), argv);
   const int err = errno;
-  std::fprintf(stderr, "adacomp %s: error: cannot run %s: %s%s\n", name, path.c_str(),
-               std::strerror(err),
-               err == ENOENT ? " (this build has no LibTorch, or the program was not installed)"
-                             : "");
+  std::fprintf(
+      stderr, "adacomp %s: error: cannot run %s: %s%s\n", name, path.c_str(), std::strerror(err),
+      err == ENOENT ? " (this build has no LibTorch, or the program was not installed)" : "");
   return err == ENOENT ? 2 : 1;
 }
 #endif
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
     }
   }
 #endif
-  CLI::App app{"adacomp: AdaComp adaptive residual gradient compression for data-parallel training"};
+  CLI::App app{
+      "adacomp: AdaComp adaptive residual gradient compression for data-parallel training"};
   app.name("adacomp");
   app.set_version_flag("--version", std::string("adacomp ") + adacomp::kVersion);
   app.require_subcommand(1);
