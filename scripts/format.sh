@@ -14,7 +14,7 @@ FILES=(
   src/exchange/*.cc
   src/train/batches.* src/train/byte_io.h src/train/checkpoint* src/train/data.* src/train/data_test.cc
   src/train/dataset.* src/train/learner.h src/train/models.* src/train/optimizer.*
-  src/train/options.* src/train/rng.h src/train/run_checkpoint.* src/train/sha256*
+  src/train/options.* src/train/rng.h src/train/run_checkpoint.* src/train/sha256* src/train/summary.*
   src/train/test_files.h src/train/test_hooks.h src/train/totals.h src/train/train.cc
   tools/adacomp/main.cc
 )

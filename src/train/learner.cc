@@ -35,6 +35,7 @@
 #include "rng.h"
 #include "run_checkpoint.h"
 #include "sha256.h"
+#include "summary.h"
 #include "totals.h"
 
 namespace adacomp::train {
@@ -541,47 +542,13 @@ Result<TrainSummary> Learner::Run() {
     s.test_accuracy = epochs_.back().test_accuracy;
     s.test_loss = epochs_.back().test_loss;
   }
-  // Every learner's weights and state digests, and time split.
-  std::string digest = WeightsDigest();
-  std::string state_digest = StateDigest();
-  ByteWriter w;
-  w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(digest.data()), 64));
-  w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(state_digest.data()), 64));
-  for (double v : {timing_.compute, timing_.compress, timing_.communicate, timing_.decompress,
-                   timing_.update}) {
-    w.Put(v);
-  }
-  w.Put(transport_sent_);
-  w.Put(transport_received_);
-  GatheredBuffers all;
-  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(w.bytes, &all));
-  s.replicas_identical = true;
-  Timing mean;
-  const int64_t ran_here = steps_done_ - std::max<int64_t>(resumed_from_, 0);
-  const double per_step = ran_here > 0 ? 1.0 / static_cast<double>(ran_here) : 0.0;
-  for (int r = 0; r < p_; ++r) {
-    ByteReader rd(all.rank(r), "summary message");
-    std::span<const uint8_t> d1, d2;
-    ADACOMP_RETURN_IF_ERROR(rd.GetBytes(&d1));
-    ADACOMP_RETURN_IF_ERROR(rd.GetBytes(&d2));
-    s.learner_weights_sha256.emplace_back(d1.begin(), d1.end());
-    s.learner_state_sha256.emplace_back(d2.begin(), d2.end());
-    if (s.learner_weights_sha256.back() != digest) s.replicas_identical = false;
-    double v[5] = {};
-    for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
-    mean.compute += v[0] / p_;
-    mean.compress += v[1] / p_;
-    mean.communicate += v[2] / p_;
-    mean.decompress += v[3] / p_;
-    mean.update += v[4] / p_;
-    uint64_t sent = 0, received = 0;
-    ADACOMP_RETURN_IF_ERROR(rd.Get(&sent));
-    ADACOMP_RETURN_IF_ERROR(rd.Get(&received));
-    s.transport_sent_per_step += static_cast<double>(sent) * per_step / p_;
-    s.transport_received_per_step += static_cast<double>(received) * per_step / p_;
-    s.transport_busiest_per_step = std::max(
-        s.transport_busiest_per_step, static_cast<double>(std::max(sent, received)) * per_step);
-  }
+  // Every learner's weights and state digests, time split and traffic.
+  const std::string digest = WeightsDigest();
+  LearnerReport mine{digest,           StateDigest(),       timing_.compute,
+                     timing_.compress, timing_.communicate, timing_.decompress,
+                     timing_.update,   transport_sent_,     transport_received_};
+  ADACOMP_RETURN_IF_ERROR(
+      GatherReports(comm_, mine, steps_done_ - std::max<int64_t>(resumed_from_, 0), &s));
   s.model = std::string(ModelName(o_.model));
   s.data = data_->description;
   s.compressor = std::string(CodecName(o_.codec.codec));
@@ -614,11 +581,6 @@ Result<TrainSummary> Learner::Run() {
   s.bytes_sent = run_totals_.WireAll();
   s.dense_bytes = run_totals_.DenseAll();
   s.wall_seconds = Since(run_start);
-  s.compute_seconds = mean.compute;
-  s.compress_seconds = mean.compress;
-  s.communicate_seconds = mean.communicate;
-  s.decompress_seconds = mean.decompress;
-  s.update_seconds = mean.update;
   int64_t ran = steps_done_ - std::max<int64_t>(resumed_from_, 0);
   s.seconds_per_step = ran > 0 ? s.wall_seconds / static_cast<double>(ran) : 0;
   s.weights_sha256 = digest;

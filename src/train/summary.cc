@@ -1,0 +1,56 @@
+// The learners' end-of-run reports (see summary.h).
+#include "summary.h"
+
+#include <algorithm>
+#include <span>
+
+#include "byte_io.h"
+
+namespace adacomp::train {
+
+Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t steps_ran,
+                     TrainSummary* s) {
+  ByteWriter w;
+  w.PutBytes(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(mine.weights_sha256.data()), 64));
+  w.PutBytes(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(mine.state_sha256.data()), 64));
+  for (double v : {mine.compute, mine.compress, mine.communicate, mine.decompress, mine.update}) {
+    w.Put(v);
+  }
+  w.Put(mine.transport_sent);
+  w.Put(mine.transport_received);
+  GatheredBuffers all;
+  ADACOMP_RETURN_IF_ERROR(comm.AllGatherV(w.bytes, &all));
+  const int p = comm.size();
+  s->replicas_identical = true;
+  double mean[5] = {};
+  const double per_step = steps_ran > 0 ? 1.0 / static_cast<double>(steps_ran) : 0.0;
+  for (int r = 0; r < p; ++r) {
+    ByteReader rd(all.rank(r), "summary message");
+    std::span<const uint8_t> d1, d2;
+    ADACOMP_RETURN_IF_ERROR(rd.GetBytes(&d1));
+    ADACOMP_RETURN_IF_ERROR(rd.GetBytes(&d2));
+    s->learner_weights_sha256.emplace_back(d1.begin(), d1.end());
+    s->learner_state_sha256.emplace_back(d2.begin(), d2.end());
+    if (s->learner_weights_sha256.back() != mine.weights_sha256) s->replicas_identical = false;
+    double v[5] = {};
+    for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
+    for (int k = 0; k < 5; ++k) mean[k] += v[k] / p;
+    uint64_t sent = 0, received = 0;
+    ADACOMP_RETURN_IF_ERROR(rd.Get(&sent));
+    ADACOMP_RETURN_IF_ERROR(rd.Get(&received));
+    s->transport_sent_per_step += static_cast<double>(sent) * per_step / p;
+    s->transport_received_per_step += static_cast<double>(received) * per_step / p;
+    s->transport_busiest_per_step = std::max(
+        s->transport_busiest_per_step, static_cast<double>(std::max(sent, received)) * per_step);
+  }
+  s->compute_seconds = mean[0];
+  s->compress_seconds = mean[1];
+  s->communicate_seconds = mean[2];
+  s->decompress_seconds = mean[3];
+  s->update_seconds = mean[4];
+  return Status::OK();
+}
+
+}  // namespace adacomp::train

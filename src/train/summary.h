@@ -1,0 +1,32 @@
+// src/train/summary.h: the end of a run, torch-free: every learner reports
+// its weights and state digests, its time split and its communicator's
+// traffic, and every learner folds the reports into the run summary (the
+// replicas' agreement, the mean time split, bytes on the wire per step).
+// Collective: every learner calls it once, after its last step.
+// Thread safety: one call per learner thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "adacomp/communicator.h"
+#include "adacomp/status.h"
+#include "adacomp/trainer.h"
+
+namespace adacomp::train {
+
+// One learner's end-of-run report.
+struct LearnerReport {
+  std::string weights_sha256, state_sha256;  // 64 hex digits each
+  double compute = 0, compress = 0, communicate = 0, decompress = 0, update = 0;  // seconds
+  uint64_t transport_sent = 0, transport_received = 0;  // bytes, this run's steps
+};
+
+// Gathers every learner's report (`steps_ran`: the steps this process ran,
+// for the per-step traffic) into s: learner_weights_sha256,
+// learner_state_sha256, replicas_identical (against mine), the *_seconds
+// means and transport_*_per_step.
+Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t steps_ran,
+                     TrainSummary* s);
+
+}  // namespace adacomp::train
