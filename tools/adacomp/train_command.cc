@@ -124,7 +124,7 @@ int RunTrain(TrainArgs& a) {
   auto codec = ParseCodec(a.compressor);
   if (!codec.ok()) {
     return Fail(kCmd, kExitBadUsage,
-                "--compressor: unknown '" + a.compressor +
+                "--codec: unknown '" + a.compressor +
                     "' (expected dense, adacomp, topk, threshold, onebit or terngrad)");
   }
   o.codec.codec = *codec;
@@ -331,7 +331,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "MNIST-layout IDX directory (default /usr/share/datasets/fashion-mnist), a "
                   "CIFAR-10 binary directory (cifar-cnn), or a text file/directory (char-lstm, "
                   "default /usr/share/games/fortunes)");
-  app->add_option("--compressor", args->compressor,
+  // --codec, as in `adacomp compress` and the API (CodecConfig::codec);
+  // --compressor, the name it had first, still works.
+  app->add_option("--codec,--compressor", args->compressor,
                   "dense (a ring all-reduce; --values fp16 for binary16) | adacomp | topk | "
                   "threshold | onebit | terngrad")
       ->capture_default_str();
@@ -357,7 +359,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
   app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
   app->add_option("--values", args->values,
-                  "AdaComp values: ternary | fp16 | fp32; with --compressor dense, fp16 "
+                  "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
       ->capture_default_str();
   app->add_option("--density", o.codec.density, "topk density")->capture_default_str();
