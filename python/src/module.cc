@@ -381,6 +381,24 @@ uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
 // past its frame. Returns each frame's length in bytes. An error about one
 // frame (FrameError, or ValueError for a wrong size or tensor id) has the
 // message "frame <j> of <count>: <reason>" and the attribute `frame` = j.
+// Every item of `seq` as bytes (`what`[j] in messages); holders (one per item,
+// sized by the caller) keep the buffers exported while the spans are used.
+std::vector<std::span<const uint8_t>> RequestByteSequence(const py::sequence& seq,
+                                                          const char* what,
+                                                          std::vector<py::buffer_info>* holders) {
+  std::vector<std::span<const uint8_t>> spans(holders->size());
+  for (size_t j = 0; j < spans.size(); ++j) {
+    py::object item = seq[j];
+    const std::string name = std::string(what) + "[" + std::to_string(j) + "]";
+    if (!py::isinstance<py::buffer>(item)) {
+      throw py::value_error(name + " must be a bytes-like object, got " +
+                            std::string(py::str(py::type::of(item).attr("__name__"))));
+    }
+    spans[j] = RequestBytes(item.cast<py::buffer>(), &(*holders)[j], name.c_str());
+  }
+  return spans;
+}
+
 std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::buffer& out,
                                         std::optional<uint32_t> expected_tensor_id,
                                         std::optional<uint64_t> max_frame_bytes,
@@ -394,16 +412,7 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
   if (count == 0) throw py::value_error("frames is empty; nothing to average");
   // The buffer_info objects keep every frame's buffer exported until the end.
   std::vector<py::buffer_info> holders(count);
-  std::vector<std::span<const uint8_t>> spans(count);
-  for (size_t j = 0; j < count; ++j) {
-    py::object item = frames[j];
-    const std::string what = "frames[" + std::to_string(j) + "]";
-    if (!py::isinstance<py::buffer>(item)) {
-      throw py::value_error(what + " must be a bytes-like object, got " +
-                            std::string(py::str(py::type::of(item).attr("__name__"))));
-    }
-    spans[j] = RequestBytes(item.cast<py::buffer>(), &holders[j], what.c_str());
-  }
+  std::vector<std::span<const uint8_t>> spans = RequestByteSequence(frames, "frames", &holders);
   py::buffer_info out_info;
   std::span<float> dst = RequestOut(out, &out_info);
   DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
@@ -452,16 +461,8 @@ std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence&
                           std::to_string(py::len(tensor_ids)));
   }
   std::vector<py::buffer_info> holders(count);
-  std::vector<std::span<const uint8_t>> spans(count);
-  for (size_t r = 0; r < count; ++r) {
-    py::object item = messages[r];
-    const std::string what = "messages[" + std::to_string(r) + "]";
-    if (!py::isinstance<py::buffer>(item)) {
-      throw py::value_error(what + " must be a bytes-like object, got " +
-                            std::string(py::str(py::type::of(item).attr("__name__"))));
-    }
-    spans[r] = RequestBytes(item.cast<py::buffer>(), &holders[r], what.c_str());
-  }
+  std::vector<std::span<const uint8_t>> spans =
+      RequestByteSequence(messages, "messages", &holders);
   std::vector<py::buffer_info> out_holders(tensors);
   std::vector<MessageTensor> specs(tensors);
   for (size_t k = 0; k < tensors; ++k) {

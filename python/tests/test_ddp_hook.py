@@ -19,7 +19,6 @@ import copy
 import hashlib
 import os
 import sys
-import socket
 import tempfile
 import unittest
 
@@ -31,6 +30,7 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
+from ddp_test_util import FakeBucket, free_port
 
 WORLD = 2
 STEPS = 40
@@ -208,12 +208,6 @@ def worker(rank, port, outdir):
         dist.isend = counter.original
         torch.save(result, os.path.join(outdir, f"result{rank}.pt"))
         dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DdpHookTest(unittest.TestCase):
@@ -523,33 +517,6 @@ class SnapshotTest(unittest.TestCase):
                 c.snapshot()
                 c.load_state_dict({"state": before})
                 self.assertFalse(c.has_snapshot)  # a load supersedes the snapshot
-
-
-class FakeBucket:
-    """What the hook reads of a DDP GradBucket: a flat buffer with views per parameter."""
-
-    def __init__(self, index, params, grads, last):
-        self._index, self._params, self._last = index, params, last
-        self._buf = torch.cat([g.reshape(-1) for g in grads])
-        self._grads, off = [], 0
-        for p in params:
-            self._grads.append(self._buf[off:off + p.numel()].view_as(p))
-            off += p.numel()
-
-    def buffer(self):
-        return self._buf
-
-    def parameters(self):
-        return self._params
-
-    def gradients(self):
-        return self._grads
-
-    def index(self):
-        return self._index
-
-    def is_last(self):
-        return self._last
 
 
 class StepRollbackTest(unittest.TestCase):

@@ -19,7 +19,6 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_exchange
 """
 
 import os
-import socket
 import tempfile
 import unittest
 
@@ -31,42 +30,10 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
+from ddp_test_util import FakeBucket, free_port
 
 STEPS = 4
 OVERFLOW_STEP = 2  # dense gradients after a step of sparse ones
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class FakeBucket:
-    """What the hook reads of a DDP GradBucket: a flat buffer with views per parameter."""
-
-    def __init__(self, index, params, grads, last, dtype=torch.float32):
-        self._index, self._params, self._last = index, params, last
-        self._buf = torch.cat([g.reshape(-1) for g in grads]).to(dtype)
-        self._grads, off = [], 0
-        for p in params:
-            self._grads.append(self._buf[off:off + p.numel()].view_as(p))
-            off += p.numel()
-
-    def buffer(self):
-        return self._buf
-
-    def parameters(self):
-        return self._params
-
-    def gradients(self):
-        return self._grads
-
-    def index(self):
-        return self._index
-
-    def is_last(self):
-        return self._last
 
 
 class Mlp(nn.Module):
