@@ -17,6 +17,7 @@ FILES=(
   src/train/options.* src/train/rng.h src/train/run_checkpoint.* src/train/sha256* src/train/summary.*
   src/train/test_files.h src/train/test_hooks.h src/train/totals.h src/train/train.cc
   tools/adacomp/main.cc
+  python/src/module.cc
 )
 if [ "${1:-}" = "--fix" ]; then
   "$CLANG_FORMAT" -i "${FILES[@]}"

@@ -179,8 +179,7 @@ py::dict InfoToDict(const FrameInfo& info) {
 // TypeError, so that every bad value raises the same exception type.
 int ThreadsArg(int64_t threads, const char* what) {
   if (threads < std::numeric_limits<int>::min() || threads > std::numeric_limits<int>::max()) {
-    throw py::value_error(std::string(what) + " is " + std::to_string(threads) +
-                          ", out of range");
+    throw py::value_error(std::string(what) + " is " + std::to_string(threads) + ", out of range");
   }
   return static_cast<int>(threads);
 }
@@ -383,8 +382,7 @@ uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
 // message "frame <j> of <count>: <reason>" and the attribute `frame` = j.
 // Every item of `seq` as bytes (`what`[j] in messages); holders (one per item,
 // sized by the caller) keep the buffers exported while the spans are used.
-std::vector<std::span<const uint8_t>> RequestByteSequence(const py::sequence& seq,
-                                                          const char* what,
+std::vector<std::span<const uint8_t>> RequestByteSequence(const py::sequence& seq, const char* what,
                                                           std::vector<py::buffer_info>* holders) {
   std::vector<std::span<const uint8_t>> spans(holders->size());
   for (size_t j = 0; j < spans.size(); ++j) {
@@ -405,8 +403,9 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
                                         std::optional<uint64_t> max_elements, int64_t threads) {
   if (py::isinstance<py::str>(frames) || py::isinstance<py::bytes>(frames) ||
       py::isinstance<py::bytearray>(frames) || py::isinstance<py::memoryview>(frames)) {
-    throw py::value_error("frames must be a sequence of bytes-like objects (one per frame), not "
-                          "a single buffer; wrap it in a list");
+    throw py::value_error(
+        "frames must be a sequence of bytes-like objects (one per frame), not "
+        "a single buffer; wrap it in a list");
   }
   const size_t count = py::len(frames);
   if (count == 0) throw py::value_error("frames is empty; nothing to average");
@@ -427,9 +426,9 @@ std::vector<uint64_t> DecompressAverage(const py::sequence& frames, const py::bu
   }
   if (!status.ok()) {
     if (failed == kNoFrame) ThrowStatus(status, true);
-    ThrowStatus(status.WithContext("frame " + std::to_string(failed) + " of " +
-                                   std::to_string(count)),
-                true, failed);
+    ThrowStatus(
+        status.WithContext("frame " + std::to_string(failed) + " of " + std::to_string(count)),
+        true, failed);
   }
   std::vector<uint64_t> lengths(count);
   for (size_t j = 0; j < count; ++j) lengths[j] = infos[j].frame_bytes;
@@ -449,8 +448,9 @@ std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence&
   for (const py::sequence* seq : {&messages, &outs, &tensor_ids}) {
     if (py::isinstance<py::str>(*seq) || py::isinstance<py::bytes>(*seq) ||
         py::isinstance<py::bytearray>(*seq) || py::isinstance<py::memoryview>(*seq)) {
-      throw py::value_error("messages, outs and tensor_ids must be sequences (lists), not a "
-                            "single buffer");
+      throw py::value_error(
+          "messages, outs and tensor_ids must be sequences (lists), not a "
+          "single buffer");
     }
   }
   const size_t count = py::len(messages);
@@ -461,8 +461,7 @@ std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence&
                           std::to_string(py::len(tensor_ids)));
   }
   std::vector<py::buffer_info> holders(count);
-  std::vector<std::span<const uint8_t>> spans =
-      RequestByteSequence(messages, "messages", &holders);
+  std::vector<std::span<const uint8_t>> spans = RequestByteSequence(messages, "messages", &holders);
   std::vector<py::buffer_info> out_holders(tensors);
   std::vector<MessageTensor> specs(tensors);
   for (size_t k = 0; k < tensors; ++k) {
@@ -482,8 +481,8 @@ std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence&
   }
   if (!status.ok()) {
     const std::string& msg = status.message().empty() ? status.ToString() : status.message();
-    PyObject* type = status.code() == StatusCode::kInvalidArgument ? PyExc_ValueError
-                                                                    : g_frame_error;
+    PyObject* type =
+        status.code() == StatusCode::kInvalidArgument ? PyExc_ValueError : g_frame_error;
     py::object exc =
         py::reinterpret_steal<py::object>(PyObject_CallFunction(type, "s", msg.c_str()));
     if (!exc) throw py::error_already_set();
@@ -564,8 +563,8 @@ PYBIND11_MODULE(_adacomp, m) {
   m.def("decompress_average", &adacomp::DecompressAverage, py::arg("frames"), py::arg("out"),
         py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
         py::arg("max_elements") = py::none(), py::arg("threads") = 1);
-  m.def("decompress_average_messages", &adacomp::DecompressAverageMessages,
-        py::arg("messages"), py::arg("outs"), py::arg("tensor_ids"));
+  m.def("decompress_average_messages", &adacomp::DecompressAverageMessages, py::arg("messages"),
+        py::arg("outs"), py::arg("tensor_ids"));
   m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
