@@ -91,7 +91,7 @@ std::vector<float> RingAverage(int p, int step, bool half) {
 // The reference average of every learner's step-`step` gradient of tensor
 // k, given the reference compressors (refs[rank][k]), which it advances.
 // Not for dense (RingAverage).
-std::vector<float> Reference(Codec codec, int p, size_t k, int step,
+std::vector<float> Reference(Codec /*codec: the refs were made for it*/, int p, size_t k, int step,
                              std::vector<std::vector<std::unique_ptr<Compressor>>>& refs,
                              uint64_t* wire, uint64_t* selected) {
   std::vector<float> sum(kSizes[k], 0.0f);
@@ -170,7 +170,9 @@ TEST_P(ExchangeTest, MatchesTheReferenceOnEveryLearner) {
       for (int r = 0; r < p; ++r) {
         SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(k) + " learner " +
                      std::to_string(r));
-        ASSERT_EQ(0, std::memcmp(got[step][r].data() + offset, want.data(), want.size() * 4));
+        if (!want.empty()) {  // memcmp takes no null pointer, even for 0 bytes
+          ASSERT_EQ(0, std::memcmp(got[step][r].data() + offset, want.data(), want.size() * 4));
+        }
         const ExchangeResult& res = results[step][r];
         EXPECT_FALSE(res.skipped());
         EXPECT_EQ(res.wire_bytes[k], wire);
