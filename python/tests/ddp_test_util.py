@@ -1,8 +1,12 @@
-"""What the DDP hook tests share: a stand-in for DDP's GradBucket and a free port."""
+"""What the DDP hook tests share: a stand-in for DDP's GradBucket, a free port, and a
+test case run inside a one-process Gloo group."""
 
+import os
 import socket
+import unittest
 
 import torch
+import torch.distributed as dist
 
 
 def free_port():
@@ -37,3 +41,17 @@ class FakeBucket:
 
     def is_last(self):
         return self._last
+
+
+class OneProcessGroupTest(unittest.TestCase):
+    """A test case whose tests run inside a one-process Gloo group (rank 0 of 1)."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(free_port())
+        dist.init_process_group("gloo", rank=0, world_size=1)
+
+    @classmethod
+    def tearDownClass(cls):
+        dist.destroy_process_group()

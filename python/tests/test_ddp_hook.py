@@ -30,7 +30,7 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
-from ddp_test_util import FakeBucket, free_port
+from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port
 
 WORLD = 2
 STEPS = 40
@@ -519,18 +519,8 @@ class SnapshotTest(unittest.TestCase):
                 self.assertFalse(c.has_snapshot)  # a load supersedes the snapshot
 
 
-class StepRollbackTest(unittest.TestCase):
+class StepRollbackTest(OneProcessGroupTest):
     """reduce_bucket called directly in a one-process group: rollbacks without DDP."""
-
-    @classmethod
-    def setUpClass(cls):
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(free_port())
-        dist.init_process_group("gloo", rank=0, world_size=1)
-
-    @classmethod
-    def tearDownClass(cls):
-        dist.destroy_process_group()
 
     def setUp(self):
         torch.manual_seed(3)

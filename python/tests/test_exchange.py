@@ -30,7 +30,7 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
-from ddp_test_util import FakeBucket, free_port
+from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port
 
 STEPS = 4
 OVERFLOW_STEP = 2  # dense gradients after a step of sparse ones
@@ -240,17 +240,7 @@ class NoSyncTest(unittest.TestCase):
                                               err_msg=f"residue {n} rank {r}")
 
 
-class BucketKindsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(free_port())
-        dist.init_process_group("gloo", rank=0, world_size=1)
-
-    @classmethod
-    def tearDownClass(cls):
-        dist.destroy_process_group()
-
+class BucketKindsTest(OneProcessGroupTest):
     def setUp(self):
         torch.manual_seed(5)
         self.model = Mlp()
