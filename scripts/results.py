@@ -78,7 +78,7 @@ def make_configs(scale, cifar_dir):
                                    batch, length_tag(length))
     if lr is not None:
       rid += "_lr%g" % lr
-    args = ["--model", model, "--compressor", compressor, "--optimizer",
+    args = ["--model", model, "--codec", compressor, "--optimizer",
             optimizer, "--learners", str(learners), "--batch-size",
             str(batch)] + length_args(length)
     if lr is not None:
@@ -191,6 +191,11 @@ def load(cfg):
     return json.load(f)
 
 
+def codec_of(r):
+  """The codec of a summary ("compressor" in summaries before 0.3)."""
+  return r.get("codec", r.get("compressor"))
+
+
 def fmt_rate(v):
   if v is None:
     return "-"
@@ -251,7 +256,7 @@ def group_key(r):
           r["batch_size"], r["steps"])
 
 
-COLUMNS = ("model | data | compressor | opt (lr) | P | B | length | "
+COLUMNS = ("model | data | codec | opt (lr) | P | B | length | "
            "test acc. / loss | vs dense | e2e | conv | fc | lstm | other | "
            "s/step | coding share")
 
@@ -261,14 +266,14 @@ def table(rows):
            "|" + "|".join("---" for _ in COLUMNS.split("|")) + "|"]
   dense_of = {}
   for _, r in rows:
-    if r is not None and r["compressor"] == "dense":
+    if r is not None and codec_of(r) == "dense":
       dense_of[group_key(r)] = r
   for cfg, r in rows:
     if r is None:
       lines.append("| %s | (not run) |%s" % (cfg["id"], " |" * 14))
       continue
     data = cfg["data_label"] or r["data"]
-    comp = r["compressor"]
+    comp = codec_of(r)
     if comp == "adacomp":
       comp = "**adacomp**"
     cr = r["compression_rate"]
@@ -375,7 +380,7 @@ def write_doc(configs, scale, command, notes_path):
   titles = {
       "models": "## 1. Four models, dense vs AdaComp, SGD+momentum and Adam, "
                 "4 learners",
-      "baselines": "## 2. mnist-cnn on Fashion-MNIST: every compressor, "
+      "baselines": "## 2. mnist-cnn on Fashion-MNIST: every codec, "
                    "4 learners",
       "learners": "## 3. mnist-cnn: 1, 4 and 16 learners (global batch 128)",
       "batch": "## 4. mnist-cnn: global minibatch 64, 128 and 256 "

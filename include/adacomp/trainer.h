@@ -124,7 +124,7 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  std::string model, data, compressor, optimizer, values;
+  std::string model, data, codec, optimizer, values;
   int learners = 0;
   int64_t batch_size = 0;
   int64_t steps = 0;  // steps done (skipped included)

@@ -551,7 +551,7 @@ Result<TrainSummary> Learner::Run() {
       GatherReports(comm_, mine, steps_done_ - std::max<int64_t>(resumed_from_, 0), &s));
   s.model = std::string(ModelName(o_.model));
   s.data = data_->description;
-  s.compressor = std::string(CodecName(o_.codec.codec));
+  s.codec = std::string(CodecName(o_.codec.codec));
   s.values = o_.codec.codec == Codec::kAdaComp ? std::string(ValueModeName(o_.codec.values)) : "";
   if (exchange_->all_reduce_half()) s.values = "fp16";
   s.optimizer = std::string(OptimizerName(o_.optimizer));

@@ -22,11 +22,11 @@ for np in 2 4; do
     if [ "$codec" = adacomp ]; then
       extra=(--log-every 2 --metrics-out "$TMP/m$np.jsonl")
     fi
-    inproc train "${common[@]}" --learners "$np" --steps 6 --compressor "$codec" \
+    inproc train "${common[@]}" --learners "$np" --steps 6 --codec "$codec" \
       --summary-out "$TMP/in.json" >/dev/null 2>"$TMP/err" \
       || { echo "FAIL: in-process run (P=$np, $codec)"; cat "$TMP/err"; fail=1; }
     rm -f "$TMP/mpi.json"
-    mpi -np "$np" "$ADACOMP" train "${common[@]}" --steps 6 --compressor "$codec" "${extra[@]}" \
+    mpi -np "$np" "$ADACOMP" train "${common[@]}" --steps 6 --codec "$codec" "${extra[@]}" \
       --summary-out "$TMP/mpi.json" >"$TMP/out" 2>"$TMP/err" \
       || { echo "FAIL: mpirun -np $np run ($codec)"; cat "$TMP/out" "$TMP/err"; fail=1; }
     a=$(digest "$TMP/in.json"); b=$(digest "$TMP/mpi.json")

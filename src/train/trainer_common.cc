@@ -103,7 +103,7 @@ std::string TrainSummary::ToJson() const {
   json j;
   j["model"] = model;
   j["data"] = data;
-  j["compressor"] = compressor;
+  j["codec"] = codec;
   j["values"] = values;
   j["optimizer"] = optimizer;
   j["learners"] = learners;

@@ -377,7 +377,7 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
     EXPECT_TRUE(j["compression_rate"].contains(k)) << k;
   }
   EXPECT_TRUE(j["compression_rate"]["lstm"].is_null());
-  for (const char* k : {"wall_seconds", "compress_seconds", "weights_sha256", "model", "compressor",
+  for (const char* k : {"wall_seconds", "compress_seconds", "weights_sha256", "model", "codec",
                         "learners", "steps"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }

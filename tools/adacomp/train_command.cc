@@ -255,9 +255,9 @@ int RunTrain(TrainArgs& a) {
               static_cast<long long>(s.parameters), static_cast<long long>(s.tensors));
   std::printf("  data             %s (%lld train, %lld test)\n", s.data.c_str(),
               static_cast<long long>(s.train_examples), static_cast<long long>(s.test_examples));
-  std::printf("  compressor       %s%s%s\n", s.compressor.c_str(),
+  std::printf("  codec            %s%s%s\n", s.codec.c_str(),
               s.values.empty() ? "" : (" (" + s.values + ")").c_str(),
-              s.compressor == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
+              s.codec == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
   std::printf("  learners         %d, global batch %lld (%lld per learner)\n", s.learners,
               static_cast<long long>(s.batch_size),
               static_cast<long long>(s.batch_size / std::max(1, s.learners)));
