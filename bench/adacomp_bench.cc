@@ -135,10 +135,11 @@ void BM_AdaCompCompress(benchmark::State& state) {
     bytes += frame.size();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(grad.size()));
-  state.counters["density"] = benchmark::Counter(
-      static_cast<double>(stats.selected) / grad.size(), benchmark::Counter::kAvgThreads);
-  state.counters["frame_bytes"] = benchmark::Counter(
-      static_cast<double>(bytes), benchmark::Counter::kAvgIterations | benchmark::Counter::kAvgThreads);
+  state.counters["density"] = benchmark::Counter(static_cast<double>(stats.selected) / grad.size(),
+                                                 benchmark::Counter::kAvgThreads);
+  state.counters["frame_bytes"] =
+      benchmark::Counter(static_cast<double>(bytes),
+                         benchmark::Counter::kAvgIterations | benchmark::Counter::kAvgThreads);
 }
 
 void BM_DecodeAccumulate(benchmark::State& state) {
@@ -158,8 +159,7 @@ void BM_DecodeAccumulate(benchmark::State& state) {
     std::vector<uint8_t> f;
     CompressStats stats;
     for (int k : {0, 0, 1, 2, 3}) {
-      std::rotate_copy(steps[k].begin(), steps[k].begin() + shift, steps[k].end(),
-                       rotated.begin());
+      std::rotate_copy(steps[k].begin(), steps[k].begin() + shift, steps[k].end(), rotated.begin());
       if (!CompressChecked(**c, rotated, &f, &stats, state)) return;
     }
     selected += stats.selected;
@@ -186,8 +186,9 @@ void BM_DecodeAccumulate(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
-  state.counters["density"] = benchmark::Counter(
-      static_cast<double>(selected) / (static_cast<double>(n) * p), benchmark::Counter::kAvgThreads);
+  state.counters["density"] =
+      benchmark::Counter(static_cast<double>(selected) / (static_cast<double>(n) * p),
+                         benchmark::Counter::kAvgThreads);
 }
 
 void BM_TopKNthElement(benchmark::State& state) {

@@ -127,8 +127,8 @@ void ExpectRejected(std::span<const uint8_t> bytes, size_t dst_size, const Decod
   const std::span<const uint8_t> two[] = {bytes, bytes};
   size_t bad = 99;
   const Status sa = DecodeAccumulateAll(two, dst, {}, options, &bad);
-  FUZZ_CHECK(sa.ToString() == s.ToString() && bad == 0, "%s: DecodeAccumulateAll said %s (frame %zu)",
-             what, sa.ToString().c_str(), bad);
+  FUZZ_CHECK(sa.ToString() == s.ToString() && bad == 0,
+             "%s: DecodeAccumulateAll said %s (frame %zu)", what, sa.ToString().c_str(), bad);
   const Status sv = DecodeAverageAll(two, dst, {}, options);
   FUZZ_CHECK(!sv.ok(), "%s: DecodeAverageAll accepted it", what);
   FUZZ_CHECK(FirstBitDifference(dst, before) < 0, "%s: the multi-frame calls changed dst", what);
@@ -153,11 +153,10 @@ size_t CheckFrame(std::span<const uint8_t> bytes, uint8_t control,
                s_default.ToString().c_str());
     FUZZ_CHECK(SameInfo(info, info_default), "FrameInfo depends on the limits");
   } else if (s_default.ok()) {
-    FUZZ_CHECK(s.code() == StatusCode::kOutOfRange &&
-                   (info_default.frame_bytes > kMaxFrameBytes ||
-                    info_default.elements > kMaxElements),
-               "a frame within the small limits was rejected only with them: %s",
-               s.ToString().c_str());
+    FUZZ_CHECK(
+        s.code() == StatusCode::kOutOfRange &&
+            (info_default.frame_bytes > kMaxFrameBytes || info_default.elements > kMaxElements),
+        "a frame within the small limits was rejected only with them: %s", s.ToString().c_str());
   }
 
   if (!s.ok()) {
@@ -196,9 +195,9 @@ size_t CheckFrame(std::span<const uint8_t> bytes, uint8_t control,
                  frame.elements == info.elements,
              "DecodeFrame header differs from InspectFrame");
   if (light) {
-    FUZZ_CHECK(light->end == len && light->elements == info.elements &&
-                   light->tensor_id == info.tensor_id,
-               "the frame layout differs from the documented one");
+    FUZZ_CHECK(
+        light->end == len && light->elements == info.elements && light->tensor_id == info.tensor_id,
+        "the frame layout differs from the documented one");
   }
   const std::span<const uint8_t> exact = bytes.first(len);
 

@@ -96,8 +96,7 @@ double Ulp(float v) {
 }
 
 bool HasResidue(Codec c) {
-  return c == Codec::kAdaComp || c == Codec::kTopK || c == Codec::kThreshold ||
-         c == Codec::kOneBit;
+  return c == Codec::kAdaComp || c == Codec::kTopK || c == Codec::kThreshold || c == Codec::kOneBit;
 }
 
 void CheckRejects(std::span<const uint8_t> bytes, size_t n, const DecodeOptions& o,
@@ -208,7 +207,8 @@ void CheckFrame(const CodecConfig& cfg, uint32_t id, std::span<const uint8_t> by
       }
       uint64_t hist_bins = 0;
       for (uint64_t h : st.bin_histogram) hist_bins += h;
-      FUZZ_CHECK(st.bins == bins && hist_bins == bins, "adacomp bins %llu, histogram %llu, want %zu",
+      FUZZ_CHECK(st.bins == bins && hist_bins == bins,
+                 "adacomp bins %llu, histogram %llu, want %zu",
                  static_cast<unsigned long long>(st.bins),
                  static_cast<unsigned long long>(hist_bins), bins);
       FUZZ_CHECK(f.indices == sel, "adacomp selection differs (%zu vs %zu selected)",
@@ -240,8 +240,9 @@ void CheckFrame(const CodecConfig& cfg, uint32_t id, std::span<const uint8_t> by
     case Codec::kTopK: {
       const size_t k =
           n == 0 ? 0
-                 : std::min<size_t>(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(
-                                                               cfg.density * double(n)))));
+                 : std::min<size_t>(
+                       n, std::max<size_t>(
+                              1, static_cast<size_t>(std::ceil(cfg.density * double(n)))));
       FUZZ_CHECK(f.indices.size() == k, "topk sent %zu, want k = %zu", f.indices.size(), k);
       std::vector<uint8_t> is_sel(n, 0);
       float min_sel = INFINITY;
@@ -290,8 +291,8 @@ void CheckFrame(const CodecConfig& cfg, uint32_t id, std::span<const uint8_t> by
       }
       const float pm = pn ? static_cast<float>(ps / double(pn)) : 0.0f;
       const float nm = nn ? static_cast<float>(ns / double(nn)) : 0.0f;
-      FUZZ_CHECK(f.params.scale == pm && f.params.scale2 == nm, "onebit means %.9g %.9g, want %.9g %.9g",
-                 f.params.scale, f.params.scale2, pm, nm);
+      FUZZ_CHECK(f.params.scale == pm && f.params.scale2 == nm,
+                 "onebit means %.9g %.9g, want %.9g %.9g", f.params.scale, f.params.scale2, pm, nm);
       for (size_t j = 0; j < n; ++j) {
         FUZZ_CHECK(f.symbols[j] == (g[j] < 0.0f ? 1 : 0), "onebit sign bit %zu", j);
       }
@@ -329,8 +330,8 @@ void CheckFrame(const CodecConfig& cfg, uint32_t id, std::span<const uint8_t> by
                  step, j, q[j], r_new[j], r_old[j], grad[j], std::fabs(lhs - rhs), tol);
       if (q[j] == 0.0f && !(cfg.codec == Codec::kOneBit)) {
         // Not sent: R_new must be G exactly (the value of -0 vs +0 aside).
-        FUZZ_CHECK(r_new[j] == g[j], "element %zu not sent but residue %.9g != G %.9g", j,
-                   r_new[j], g[j]);
+        FUZZ_CHECK(r_new[j] == g[j], "element %zu not sent but residue %.9g != G %.9g", j, r_new[j],
+                   g[j]);
       }
     }
   } else {
@@ -379,13 +380,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(t.ok(), "Create twin");
       twin = std::move(t).value();
       std::vector<uint8_t> broken = state;
-      if (!broken.empty()) broken[in.U16() % broken.size()] ^= static_cast<uint8_t>(1 + in.U8() % 255);
+      if (!broken.empty())
+        broken[in.U16() % broken.size()] ^= static_cast<uint8_t>(1 + in.U8() % 255);
       const std::vector<float> fresh(twin->residue().begin(), twin->residue().end());
       FUZZ_CHECK(!twin->LoadState(broken).ok(), "a corrupted state was accepted");
-      FUZZ_CHECK(FirstBitDifference(twin->residue(), fresh) < 0, "a rejected state changed the residue");
+      FUZZ_CHECK(FirstBitDifference(twin->residue(), fresh) < 0,
+                 "a rejected state changed the residue");
       const Status ls = twin->LoadState(state);
       FUZZ_CHECK(ls.ok(), "LoadState(SaveState()): %s", ls.ToString().c_str());
-      FUZZ_CHECK(FirstBitDifference(twin->residue(), comp->residue()) < 0, "restored residue differs");
+      FUZZ_CHECK(FirstBitDifference(twin->residue(), comp->residue()) < 0,
+                 "restored residue differs");
     }
     const uint8_t mode_byte = in.U8();
     const int mode = mode_byte % 8;  // 0-5 one kind, 6 a mix, 7 mostly zeros
@@ -441,7 +445,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckFrame(cfg, id, frame, r_old, grad, comp->residue(), st, &q, static_cast<size_t>(step));
     if (cfg.codec == Codec::kAdaComp) {
       prev_gmax = 0.0f;
-      for (uint32_t j = 0; j < n; ++j) prev_gmax = std::max(prev_gmax, std::fabs(r_old[j] + grad[j]));
+      for (uint32_t j = 0; j < n; ++j)
+        prev_gmax = std::max(prev_gmax, std::fabs(r_old[j] + grad[j]));
     }
     frame_sizes.push_back(frame.size());
     stream.insert(stream.end(), frame.begin(), frame.end());

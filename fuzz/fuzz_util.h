@@ -31,15 +31,14 @@
 
 #include "core/crc32c.h"
 
-#define FUZZ_CHECK(cond, ...)                                                        \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__, __LINE__, \
-                   #cond);                                                           \
-      std::fprintf(stderr, __VA_ARGS__);                                             \
-      std::fprintf(stderr, "\n");                                                    \
-      std::abort();                                                                  \
-    }                                                                                \
+#define FUZZ_CHECK(cond, ...)                                                                \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s\n  ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                     \
+      std::fprintf(stderr, "\n");                                                            \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (0)
 
 namespace adacomp::fuzz {
@@ -102,8 +101,8 @@ inline long FirstBitDifference(std::span<const float> a, std::span<const float> 
 // A destination "canary" pattern: finite, mixed signs, includes -0, +0, a
 // denormal and a huge value, so that most writes, even of +0, change bits.
 inline void FillPattern(std::span<float> dst, uint32_t salt) {
-  static const float kPattern[8] = {-0.0f, std::bit_cast<float>(0x00000001u), 1.5f, -2.25f,
-                                    0.0f,  3.0e38f,                           -7.0f, 0.125f};
+  static const float kPattern[8] = {
+      -0.0f, std::bit_cast<float>(0x00000001u), 1.5f, -2.25f, 0.0f, 3.0e38f, -7.0f, 0.125f};
   for (size_t i = 0; i < dst.size(); ++i) dst[i] = kPattern[(i + salt) & 7];
 }
 

@@ -58,7 +58,8 @@ std::vector<uint8_t> MakeFrame(const Case& c) {
 // write, even of the same value, and any read-modify-write shows.
 std::vector<float> Canary(size_t n) {
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = std::bit_cast<float>(static_cast<uint32_t>(0x7FC00000u | (i & 0x3FFFFF)));
+  for (size_t i = 0; i < n; ++i)
+    v[i] = std::bit_cast<float>(static_cast<uint32_t>(0x7FC00000u | (i & 0x3FFFFF)));
   return v;
 }
 

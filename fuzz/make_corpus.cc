@@ -110,12 +110,13 @@ int main(int argc, char** argv) {
   // fuzz_roundtrip inputs: codec, bin_size u16, values, density, tau (2),
   // seed u64, tensor id u32, n u16, steps, save_at, prefix length, then the
   // gradient mode byte of step 0 (the rest comes from the generator).
-  const uint8_t codec_values[][2] = {{0, 0}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {3, 0}, {4, 0}, {5, 0}};
+  const uint8_t codec_values[][2] = {{0, 0}, {1, 0}, {1, 1}, {1, 2},
+                                     {2, 0}, {3, 0}, {4, 0}, {5, 0}};
   for (const auto& cv : codec_values) {
     for (uint8_t mode = 0; mode < 8; ++mode) {
       std::vector<uint8_t> in = {cv[0], 50, 0, cv[1], 12, 0, 37};
       for (int i = 0; i < 8; ++i) in.push_back(static_cast<uint8_t>(i + 1));
-      in.insert(in.end(), {5, 0, 0, 0});            // tensor id
+      in.insert(in.end(), {5, 0, 0, 0});  // tensor id
       // n: 100 + mode, or (for the mixed kinds) 0x8800 % 4097 = 2040.
       if (mode >= 6) {
         in.insert(in.end(), {0x00, 0x88});

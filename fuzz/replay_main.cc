@@ -7,6 +7,8 @@
 // Usage: fuzz_decode_replay [-v] PATH...   (exit 0 = every input passed)
 // A named folder that does not exist is an error; an empty one is allowed
 // (regressions/ folders start empty).
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
@@ -16,7 +18,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

@@ -42,19 +42,26 @@ SCALES = {
         "fc-dnn": ("epochs", 3),
         "char-lstm": ("epochs", 1),        # 377 steps of 128 sequences
     },
-    # Longer (about three times the quick set); not run for docs/results.md.
-    "full": {
-        "mnist-cnn-main": ("epochs", 5),
-        "mnist-cnn-sweep": ("epochs", 3),
-        "cifar-cnn": ("epochs", 3),
-        "fc-dnn": ("epochs", 5),
-        "char-lstm": ("epochs", 3),
-    },
 }
 
 # Adam learning rate for char-lstm used for both dense and AdaComp rows (see
 # the char-lstm section of the doc for why it is not the trainer's default).
 CHAR_LSTM_ADAM_LR = None  # None: the trainer's default
+
+
+# --scale full: every model trained to the end with a step learning-rate
+# schedule (x0.1 at the two epochs listed), three seeds for the eight
+# model x optimizer cells, one seed for the mnist-cnn sweeps. Results go to
+# results/full/; each run also keeps its step metrics (ID.metrics.jsonl) for
+# the curves. (epochs, decay epochs) per model:
+FULL_LENGTHS = {
+    "mnist-cnn": (12, (6, 9)),
+    "fc-dnn": (12, (6, 9)),
+    "cifar-cnn": (8, (4, 6)),
+    "char-lstm": (6, (3, 5)),
+}
+FULL_SEEDS = (1, 2, 3)
+FULL_DIR = os.path.join(RESULTS, "full")
 
 
 def length_tag(length):
@@ -130,6 +137,51 @@ def make_configs(scale, cifar_dir):
   return sorted(runs, key=lambda c: (rank(c), c["order"]))
 
 
+def make_full_configs(cifar_dir):
+  """--scale full, in run order: seed 1 of every cell first, so that a run
+  cut short still has every cell once; then the other seeds; then the
+  mnist-cnn sweeps (learners, batch sizes, baselines) at seed 1."""
+  runs = []
+
+  def add(table, model, codec, optimizer, seed, learners=4, batch=128,
+          extra=(), tag=""):
+    epochs, decay = FULL_LENGTHS[model]
+    rid = "%s_%s_%s_P%d_B%d_e%d_s%d%s" % (model, codec, optimizer, learners,
+                                          batch, epochs, seed, tag)
+    args = ["--model", model, "--codec", codec, "--optimizer", optimizer,
+            "--learners", str(learners), "--batch-size", str(batch),
+            "--epochs", str(epochs),
+            "--lr-decay-epochs", ",".join(str(e) for e in decay),
+            "--seed", str(seed)]
+    data_label = None
+    if model == "cifar-cnn":
+      if cifar_dir:
+        args += ["--data-dir", cifar_dir]
+      else:
+        data_label = "Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)"
+    args += list(extra)
+    runs.append({"id": rid, "table": table, "args": args,
+                 "data_label": data_label, "seed": seed, "tag": tag,
+                 "out_dir": FULL_DIR, "metrics": True})
+
+  for seed in FULL_SEEDS:
+    for model in ("mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"):
+      for optimizer in ("sgd", "adam"):
+        for codec in ("dense", "adacomp"):
+          add("models", model, codec, optimizer, seed)
+  for codec in BASELINES:
+    add("baselines", "mnist-cnn", codec, "sgd", 1)
+  for p in (1, 16):
+    for codec in ("dense", "adacomp"):
+      add("learners", "mnist-cnn", codec, "sgd", 1, learners=p)
+  for b in (64, 256, 512):
+    for codec in ("dense", "adacomp"):
+      add("batch", "mnist-cnn", codec, "sgd", 1, batch=b)
+  for i, c in enumerate(runs):
+    c["order"] = i
+  return runs
+
+
 def default_adacomp():
   for cand in (os.environ.get("ADACOMP"),
                os.path.join(ROOT, "build", "tools", "adacomp", "adacomp")):
@@ -138,10 +190,19 @@ def default_adacomp():
   return "adacomp"
 
 
+def result_path(cfg):
+  return os.path.join(cfg.get("out_dir", RESULTS), cfg["id"] + ".json")
+
+
 def run_one(adacomp, cfg, log):
-  out = os.path.join(RESULTS, cfg["id"] + ".json")
+  out = result_path(cfg)
+  os.makedirs(os.path.dirname(out), exist_ok=True)
   tmp = out + ".tmp"
   cmd = [adacomp, "train"] + cfg["args"] + ["--quiet", "--summary-out", tmp]
+  metrics = None
+  if cfg.get("metrics"):
+    metrics = os.path.join(os.path.dirname(out), cfg["id"] + ".metrics.jsonl")
+    cmd += ["--metrics-out", metrics + ".tmp", "--log-every", "50"]
   log.write("== %s %s\n$ %s\n" % (cfg["id"], utc_now(),
                                   " ".join(shlex.quote(c) for c in cmd)))
   log.flush()
@@ -167,9 +228,12 @@ def run_one(adacomp, cfg, log):
       "elapsed_seconds": round(elapsed, 1),
       "finished_utc": utc_now(),
   }
-  with open(out, "w") as f:
+  if metrics:
+    os.replace(metrics + ".tmp", metrics)
+  with open(out + ".part", "w") as f:
     json.dump(summary, f, indent=1, sort_keys=True)
     f.write("\n")
+  os.replace(out + ".part", out)
   log.write("-- %s done in %.1f s\n" % (cfg["id"], elapsed))
   log.flush()
   return True
@@ -184,7 +248,7 @@ def utc_now():
 
 
 def load(cfg):
-  path = os.path.join(RESULTS, cfg["id"] + ".json")
+  path = result_path(cfg)
   if not os.path.exists(path):
     return None
   with open(path) as f:
@@ -418,7 +482,8 @@ def _arg(cfg, name):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--scale", choices=sorted(SCALES), default="quick")
+  ap.add_argument("--scale", choices=sorted(SCALES) + ["full"],
+                  default="quick")
   ap.add_argument("--only", metavar="REGEX",
                   help="run only configurations whose id matches")
   ap.add_argument("--skip-existing", action="store_true",
@@ -437,7 +502,10 @@ def main():
                   help="trainer output goes here (default results/run.log)")
   args = ap.parse_args()
 
-  configs = make_configs(args.scale, args.cifar_dir)
+  if args.scale == "full":
+    configs = make_full_configs(args.cifar_dir)
+  else:
+    configs = make_configs(args.scale, args.cifar_dir)
   if args.list:
     for c in configs:
       print(c["id"], " ".join(c["args"]))
@@ -456,7 +524,7 @@ def main():
       todo.append(c)
     with open(args.log, "a") as log:
       for i, c in enumerate(todo):
-        path = os.path.join(RESULTS, c["id"] + ".json")
+        path = result_path(c)
         if args.skip_existing and os.path.exists(path):
           continue
         print("[%d/%d] %s %s" % (i + 1, len(todo), utc_now(), c["id"]),
@@ -464,6 +532,10 @@ def main():
         if not run_one(args.adacomp, c, log):
           failed.append(c["id"])
           print("  failed; see %s" % args.log, flush=True)
+  if args.scale == "full":
+    print("%d of %d full-scale runs present" % (
+        sum(os.path.exists(result_path(c)) for c in configs), len(configs)))
+    return 1 if failed else 0
   missing = write_doc(configs, args.scale, command,
                       os.path.join(RESULTS, "discussion.md"))
   print("wrote %s (%d configurations missing)" % (DOC, len(missing)))

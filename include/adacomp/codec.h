@@ -50,16 +50,16 @@ enum class ValueMode : uint8_t {
   kFp32 = 2,     // G itself
 };
 
-std::string_view CodecName(Codec codec);           // "dense", "adacomp", ...
-Result<Codec> ParseCodec(std::string_view name);   // inverse of CodecName
-std::string_view ValueModeName(ValueMode mode);    // "ternary", "fp16", "fp32"
+std::string_view CodecName(Codec codec);          // "dense", "adacomp", ...
+Result<Codec> ParseCodec(std::string_view name);  // inverse of CodecName
+std::string_view ValueModeName(ValueMode mode);   // "ternary", "fp16", "fp32"
 Result<ValueMode> ParseValueMode(std::string_view name);
 
 // Layer types, for the default AdaComp bin size of a tensor and for
 // per-type compression rates. Stable values (reports use the names).
 enum class LayerType : int { kConv = 0, kFc = 1, kLstm = 2, kOther = 3 };
 inline constexpr int kLayerTypeCount = 4;
-const char* LayerTypeName(LayerType type);  // "conv", "fc", "lstm", "other"
+const char* LayerTypeName(LayerType type);                // "conv", "fc", "lstm", "other"
 Result<LayerType> ParseLayerType(std::string_view name);  // inverse of LayerTypeName
 
 // Default AdaComp bin size L_T per layer type (docs/algorithm.md section 2):
@@ -73,11 +73,11 @@ inline constexpr int kMaxThreads = 256;
 // ignored by it.
 struct CodecConfig {
   Codec codec = Codec::kAdaComp;
-  uint32_t bin_size = 500;                  // adacomp: L_T, >= 1
-  ValueMode values = ValueMode::kTernary;   // adacomp
-  double density = 0.01;                    // topk: k = max(1, ceil(density * N)), 0 < d <= 1
-  float tau = 1e-3f;                        // threshold: > 0, finite
-  uint64_t seed = 0;                        // terngrad: seeds the per-tensor generator
+  uint32_t bin_size = 500;                 // adacomp: L_T, >= 1
+  ValueMode values = ValueMode::kTernary;  // adacomp
+  double density = 0.01;                   // topk: k = max(1, ceil(density * N)), 0 < d <= 1
+  float tau = 1e-3f;                       // threshold: > 0, finite
+  uint64_t seed = 0;                       // terngrad: seeds the per-tensor generator
   // adacomp: threads one Compress() call may use for this tensor (1..256);
   // used above 2^18 elements and 2 x 4096 bins. Frames and state do not
   // depend on it.
@@ -110,8 +110,8 @@ struct CompressStats {
 // object across steps keeps its buffer, so a snapshot costs one copy of the
 // residue and no allocation (SaveState() also encodes and checksums).
 struct CompressorSnapshot {
-  uint64_t step = 0;            // Compress() calls so far
-  std::vector<float> residue;   // empty for codecs without one
+  uint64_t step = 0;           // Compress() calls so far
+  std::vector<float> residue;  // empty for codecs without one
 };
 
 class Compressor {
@@ -166,16 +166,16 @@ struct FrameInfo {
   Codec codec = Codec::kDense;
   uint32_t tensor_id = 0;
   uint64_t elements = 0;
-  uint64_t params_bytes = 0;   // codec parameter block
+  uint64_t params_bytes = 0;  // codec parameter block
   uint64_t payload_bytes = 0;
-  uint64_t frame_bytes = 0;    // whole frame, header to checksum
+  uint64_t frame_bytes = 0;  // whole frame, header to checksum
   uint32_t crc32c = 0;
-  uint64_t selected = 0;       // elements the frame carries a value for
+  uint64_t selected = 0;  // elements the frame carries a value for
   // Codec parameters; those a codec lacks stay at their defaults.
   uint32_t bin_size = 0;                   // adacomp
   ValueMode values = ValueMode::kTernary;  // adacomp
-  float scale = 0.0f;       // adacomp ternary scale; threshold tau; terngrad s; onebit positive mean
-  float scale2 = 0.0f;      // onebit negative mean
+  float scale = 0.0f;   // adacomp ternary scale; threshold tau; terngrad s; onebit positive mean
+  float scale2 = 0.0f;  // onebit negative mean
 };
 
 struct DecodeOptions {

@@ -86,7 +86,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "Result constructed from an OK status without a value");
     if (status_.ok()) status_ = Status::Internal("Result built from OK status without a value");
@@ -121,10 +121,10 @@ class Result {
 #define ADACOMP_CONCAT_(a, b) ADACOMP_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define ADACOMP_RETURN_IF_ERROR(expr)                          \
-  do {                                                         \
-    ::adacomp::Status adacomp_status_ = (expr);                \
-    if (!adacomp_status_.ok()) return adacomp_status_;         \
+#define ADACOMP_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::adacomp::Status adacomp_status_ = (expr);        \
+    if (!adacomp_status_.ok()) return adacomp_status_; \
   } while (0)
 
 // ADACOMP_ASSIGN_OR_RETURN(auto x, MakeX()): binds the value or returns the status.

@@ -1,7 +1,7 @@
 // Tests for LaunchedUnderMpi(): it follows the launchers' environment variables.
-#include <cstdlib>
-
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "adacomp/mpi_communicator.h"
 

@@ -137,8 +137,7 @@ class AdaCompCompressor final : public Compressor {
   // appends the selected (index, G) to idx/val (grown as needed) and sets
   // group_sums_ of its groups.
   size_t RunBins(size_t b0, size_t b1, const uint32_t* p0, const uint32_t* p1, const float* g,
-                 std::vector<uint32_t>& idx, std::vector<float>& val, float* top,
-                 uint64_t* hist) {
+                 std::vector<uint32_t>& idx, std::vector<float>& val, float* top, uint64_t* hist) {
     const size_t n = residue_.size();
     float* r = residue_.data();
     const ValueMode mode = config().values;
@@ -157,9 +156,9 @@ class AdaCompCompressor final : public Compressor {
           idx.resize(want);
           val.resize(want);
         }
-        const size_t added = fused_(r, g, n, bin_size_, b, last, &pend, p1, pending_scale_,
-                                    gmax_.data(), &sum, top, idx.data() + count,
-                                    val.data() + count, hist);
+        const size_t added =
+            fused_(r, g, n, bin_size_, b, last, &pend, p1, pending_scale_, gmax_.data(), &sum, top,
+                   idx.data() + count, val.data() + count, hist);
         if (mode != ValueMode::kTernary) {
           // fp modes: send G rounded to the value type, keep the rounding
           // error (the chunk is still in cache).
@@ -197,8 +196,8 @@ class AdaCompCompressor final : public Compressor {
     const uint32_t* pend_begin = pending_.data();
     const uint32_t* const pend_end = pend_begin + pending_count_;
     if (workers <= 1) {
-      count = RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top,
-                      st.bin_histogram.data());
+      count =
+          RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top, st.bin_histogram.data());
     } else {
       // Worker w takes a contiguous run of groups; worker 0 appends to
       // idx_/val_, the others to their own scratch, appended after.
@@ -218,8 +217,8 @@ class AdaCompCompressor final : public Compressor {
         hists[uw].fill(0);
         auto& idx = w == 0 ? idx_ : extra_[uw - 1].idx;
         auto& val = w == 0 ? val_ : extra_[uw - 1].val;
-        counts[uw] = RunBins(b0, b1, at(b0), b1 == bins ? pend_end : at(b1), g, idx, val,
-                             &tops[uw], hists[uw].data());
+        counts[uw] = RunBins(b0, b1, at(b0), b1 == bins ? pend_end : at(b1), g, idx, val, &tops[uw],
+                             hists[uw].data());
       });
       count = counts[0];
       size_t total = count;
@@ -457,22 +456,22 @@ class AdaCompCompressor final : public Compressor {
   // Mutable: residue() and SaveState() apply the pending corrections.
   mutable std::vector<float> residue_;
   std::vector<float> gmax_;
-  std::vector<double> group_sums_;    // the scale's partial sums, one per group of bins
+  std::vector<double> group_sums_;  // the scale's partial sums, one per group of bins
   struct Scratch {
     std::vector<uint32_t> idx;
     std::vector<float> val;
   };
-  std::vector<Scratch> extra_;        // fast path, workers 1..T-1: their selected entries
+  std::vector<Scratch> extra_;  // fast path, workers 1..T-1: their selected entries
   std::vector<std::vector<uint8_t>> bit_scratch_;  // WriteBitsParallel: each worker's bits
-  std::vector<uint64_t> sel_words_;   // one bin's selection bits
-  std::vector<uint64_t> neg_words_;   // one bin's sign bits (ternary)
-  std::vector<uint32_t> selected_;    // this step's selected indices
-  std::vector<uint8_t> negative_;     // ternary: their signs
-  std::vector<float> values_;         // fp modes: their sent values (as float)
-  FusedSelectFn fused_;               // fast path kernel
-  std::vector<uint32_t> idx_;         // fast path: selected indices (+ slack)
-  std::vector<float> val_;            // fast path: their G (fp modes: sent value)
-  float residue_bound_ = 0.0f;        // >= max |R| (exact after LoadState)
+  std::vector<uint64_t> sel_words_;                // one bin's selection bits
+  std::vector<uint64_t> neg_words_;                // one bin's sign bits (ternary)
+  std::vector<uint32_t> selected_;                 // this step's selected indices
+  std::vector<uint8_t> negative_;                  // ternary: their signs
+  std::vector<float> values_;                      // fp modes: their sent values (as float)
+  FusedSelectFn fused_;                            // fast path kernel
+  std::vector<uint32_t> idx_;                      // fast path: selected indices (+ slack)
+  std::vector<float> val_;                         // fast path: their G (fp modes: sent value)
+  float residue_bound_ = 0.0f;                     // >= max |R| (exact after LoadState)
   std::vector<uint32_t> pending_;     // ternary: last step's selected indices (+ slack)
   mutable size_t pending_count_ = 0;  // how many of them still need R = G - sign(G) s
   float pending_scale_ = 0.0f;        // that step's s

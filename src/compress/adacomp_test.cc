@@ -50,7 +50,8 @@ struct RefAdaComp {
     for (size_t j = 0; j < n; ++j) h[j] = g[j] + dw[j];
     const size_t bins = (n + bin_size - 1) / bin_size;
     std::vector<float> gmax(bins, 0.0f);
-    for (size_t j = 0; j < n; ++j) gmax[j / bin_size] = std::max(gmax[j / bin_size], std::fabs(g[j]));
+    for (size_t j = 0; j < n; ++j)
+      gmax[j / bin_size] = std::max(gmax[j / bin_size], std::fabs(g[j]));
     // s: the maxima summed in double by groups of kScaleGroupBins bins, in
     // order, then the group sums in order.
     double sum = 0, group = 0;
@@ -166,7 +167,8 @@ TEST(AdaCompTest, MatchesReferenceSmallSizes) {
 }
 
 TEST(AdaCompTest, MatchesReferenceMillion) {
-  for (uint32_t bin : {50u, 500u}) RunAgainstReference({1000000, bin, ValueMode::kTernary}, 4, false);
+  for (uint32_t bin : {50u, 500u})
+    RunAgainstReference({1000000, bin, ValueMode::kTernary}, 4, false);
   RunAgainstReference({1000001, 500, ValueMode::kFp16}, 2, false);
 }
 
@@ -347,7 +349,8 @@ TEST(AdaCompTest, SaveLoadStateContinuesIdentically) {
   // Mismatches are rejected and leave the state alone.
   auto c = std::move(Compressor::Create(cfg, 3, 1233).value());
   EXPECT_FALSE(c->LoadState(state).ok());
-  EXPECT_TRUE(std::all_of(c->residue().begin(), c->residue().end(), [](float v) { return v == 0; }));
+  EXPECT_TRUE(
+      std::all_of(c->residue().begin(), c->residue().end(), [](float v) { return v == 0; }));
   std::vector<uint8_t> broken = state;
   broken[40] ^= 1;
   EXPECT_FALSE(b->LoadState(broken).ok());
@@ -388,16 +391,18 @@ TEST(AdaCompTest, BitsPerSentElement) {
       for (int c : count) freq[c] += 1;
       for (size_t b = 0; b < count.size(); ++b) {
         const double len = static_cast<double>(std::min<size_t>(bin, n - b * bin));
-        model_bits += -std::log2(freq[count[b]] / static_cast<double>(count.size())) +
-                      (std::lgamma(len + 1) - std::lgamma(count[b] + 1.0) -
-                       std::lgamma(len - count[b] + 1)) / std::log(2.0);
+        model_bits +=
+            -std::log2(freq[count[b]] / static_cast<double>(count.size())) +
+            (std::lgamma(len + 1) - std::lgamma(count[b] + 1.0) - std::lgamma(len - count[b] + 1)) /
+                std::log(2.0);
       }
     }
     const double per_entry = frame_bits / entries;
-    std::printf("L_T=%u: %.2f selected/bin, index code %.2f bits/entry (per-bin model entropy "
-                "%.2f), %.2f bits per sent element in all, compression %.0fx\n",
-                bin, entries / bins, index_bits / entries, model_bits / entries, per_entry,
-                32.0 * n * 20 / frame_bits);
+    std::printf(
+        "L_T=%u: %.2f selected/bin, index code %.2f bits/entry (per-bin model entropy "
+        "%.2f), %.2f bits per sent element in all, compression %.0fx\n",
+        bin, entries / bins, index_bits / entries, model_bits / entries, per_entry,
+        32.0 * n * 20 / frame_bits);
     // Guards against a regression of the index code (values measured: 7.02, 9.23).
     EXPECT_LT(per_entry, bin == 50 ? 7.3 : 9.6);
     EXPECT_GT(per_entry, 2.0);

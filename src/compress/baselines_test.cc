@@ -57,7 +57,8 @@ TEST(TopKTest, MatchesReference) {
       cfg.density = density;
       auto comp = Make(cfg, n);
       std::vector<float> r(n, 0.0f);
-      const size_t k = std::min(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(density * n))));
+      const size_t k =
+          std::min(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(density * n))));
       for (int step = 0; step < 3; ++step) {
         std::vector<float> dw = testing::GradientLike(n, step + 10 * n);
         if (n > 10) {  // ties, broken by index
@@ -247,8 +248,7 @@ TEST(CompressorTest, RejectsBadInputWithoutChangeEveryCodec) {
     std::vector<float> bad = testing::GradientLike(100, 2);
     bad[50] = -INFINITY;
     EXPECT_EQ(comp->Compress(bad, &frame).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(comp->Compress(std::vector<float>(101), &frame).code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(comp->Compress(std::vector<float>(101), &frame).code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(frame, frame0);
     EXPECT_EQ(comp->SaveState(), state0);
     // Load of a state for another size fails and changes nothing.

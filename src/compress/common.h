@@ -41,8 +41,8 @@ Status ResidualGradient(std::span<const float> residue, std::span<const float> g
 // Checkpoint bytes: "ACS\x01", codec, value mode, 2 reserved zero bytes,
 // elements u64, step u64, residue count u64, residue floats, CRC32C of all
 // before it; little-endian.
-std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements,
-                                    uint64_t step, std::span<const float> residue);
+std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements, uint64_t step,
+                                    std::span<const float> residue);
 // Validates state bytes made by SaveStateBytes for this codec and size; on
 // success sets *step and copies the residue into `residue` (whose size must be
 // the residue count the codec keeps: elements or 0). On error writes nothing.

@@ -102,8 +102,7 @@ Status CodecConfig::Validate() const {
       break;
     case Codec::kTopK:
       if (!(density > 0.0 && density <= 1.0)) {
-        return Status::InvalidArgument("density must be in (0, 1], got " +
-                                       std::to_string(density));
+        return Status::InvalidArgument("density must be in (0, 1], got " + std::to_string(density));
       }
       break;
     case Codec::kThreshold:
@@ -174,7 +173,6 @@ std::optional<size_t> FindNonFinite(std::span<const float> values) {
 
 namespace internal {
 
-
 Status CheckGradient(std::span<const float> grad, uint64_t elements, float* max_abs) {
   if (grad.size() != elements) {
     return Status::InvalidArgument("gradient has " + std::to_string(grad.size()) +
@@ -216,8 +214,8 @@ constexpr uint8_t kStateMagic[4] = {'A', 'C', 'S', 1};
 constexpr size_t kStateHeader = 32;
 }  // namespace
 
-std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements,
-                                    uint64_t step, std::span<const float> residue) {
+std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elements, uint64_t step,
+                                    std::span<const float> residue) {
   std::vector<uint8_t> out(kStateHeader + 4 * residue.size() + 4, 0);
   std::memcpy(out.data(), kStateMagic, 4);
   out[4] = static_cast<uint8_t>(codec);
@@ -234,7 +232,8 @@ std::vector<uint8_t> SaveStateBytes(Codec codec, ValueMode values, uint64_t elem
 Status LoadStateBytes(std::span<const uint8_t> state, Codec codec, ValueMode values,
                       uint64_t elements, uint64_t* step, std::span<float> residue) {
   auto bad = [](const std::string& m) { return Status::InvalidArgument("compressor state: " + m); };
-  if (state.size() < kStateHeader + 4) return bad("too short (" + std::to_string(state.size()) + " bytes)");
+  if (state.size() < kStateHeader + 4)
+    return bad("too short (" + std::to_string(state.size()) + " bytes)");
   if (std::memcmp(state.data(), kStateMagic, 4) != 0) return bad("bad magic or version");
   const size_t end = state.size() - 4;
   if (LoadU32(&state[end]) != Crc32cExtend(0, state.data(), end)) return bad("checksum mismatch");

@@ -35,10 +35,9 @@ constexpr CompactTable kCompact;
 alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0,  0,  0,  0,  0,  0,  0,  0};
 
-
-ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G, int mask,
-                                                                  uint32_t* idx, float* val,
-                                                                  size_t c) {
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) size_t Compact(size_t first, __m256 G,
+                                                                         int mask, uint32_t* idx,
+                                                                         float* val, size_t c) {
   const __m256i lanes =
       _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kCompact.e[mask])));
   const __m256i ids =
@@ -66,10 +65,10 @@ ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
 }  // namespace
 
 ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
-                                    size_t first_bin, size_t last_bin, const uint32_t** pend,
-                                    const uint32_t* pend_end, float s_prev, float* gmax,
-                                    double* gsum, float* gtop, uint32_t* idx, float* val,
-                                    uint64_t* hist) {
+                                           size_t first_bin, size_t last_bin, const uint32_t** pend,
+                                           const uint32_t* pend_end, float s_prev, float* gmax,
+                                           double* gsum, float* gtop, uint32_t* idx, float* val,
+                                           uint64_t* hist) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 zero = _mm256_setzero_ps();
   const uint32_t* p = *pend;
@@ -165,8 +164,8 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
   return c;
 }
 
-ADACOMP_TARGET_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos, double* neg,
-                                 uint64_t* neg_n) {
+ADACOMP_TARGET_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos,
+                                        double* neg, uint64_t* neg_n) {
   // One 4-lane double accumulator per side: lane l sums elements j + l, in
   // order, exactly as the scalar twin.
   __m256d p = _mm256_loadu_pd(pos), q = _mm256_loadu_pd(neg);
@@ -198,7 +197,7 @@ ADACOMP_TARGET_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n
 }
 
 ADACOMP_TARGET_AVX2 void OneBitApplyAvx2(float* r, const float* g, size_t n, float pos_mean,
-                                  float neg_mean, uint8_t* bits) {
+                                         float neg_mean, uint8_t* bits) {
   const __m256 vp = _mm256_set1_ps(pos_mean), vn = _mm256_set1_ps(neg_mean);
   const __m256 zero = _mm256_setzero_ps();
   size_t b = 0;

@@ -53,8 +53,8 @@ inline void SelectTernaryScalar(float* r, const float* g, size_t len, float m, f
     const float hj = gj + g[j];
     const uint64_t pick = (std::fabs(hj) >= m) & (gj != 0.0f);
     const uint64_t minus = std::bit_cast<uint32_t>(gj) >> 31;
-    const uint32_t q_bits =
-        (std::bit_cast<uint32_t>(s) | static_cast<uint32_t>(minus << 31)) & (0u - static_cast<uint32_t>(pick));
+    const uint32_t q_bits = (std::bit_cast<uint32_t>(s) | static_cast<uint32_t>(minus << 31)) &
+                            (0u - static_cast<uint32_t>(pick));
     r[j] = gj - std::bit_cast<float>(q_bits);
     sel[j / 64] |= pick << (j % 64);
     neg[j / 64] |= (pick & minus) << (j % 64);
@@ -102,12 +102,12 @@ inline float MaxAbsSum(const float* r, const float* g, size_t n) {
   size_t j = 0;
   for (; j + 16 <= n; j += 16) {
     m0 = _mm_max_ps(m0, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j), _mm_loadu_ps(g + j))));
-    m1 = _mm_max_ps(m1, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 4),
-                                                        _mm_loadu_ps(g + j + 4))));
-    m2 = _mm_max_ps(m2, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 8),
-                                                        _mm_loadu_ps(g + j + 8))));
-    m3 = _mm_max_ps(m3, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 12),
-                                                        _mm_loadu_ps(g + j + 12))));
+    m1 = _mm_max_ps(
+        m1, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 4), _mm_loadu_ps(g + j + 4))));
+    m2 = _mm_max_ps(
+        m2, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 8), _mm_loadu_ps(g + j + 8))));
+    m3 = _mm_max_ps(
+        m3, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j + 12), _mm_loadu_ps(g + j + 12))));
   }
   for (; j + 4 <= n; j += 4) {
     m0 = _mm_max_ps(m0, _mm_and_ps(abs_mask, _mm_add_ps(_mm_loadu_ps(r + j), _mm_loadu_ps(g + j))));
@@ -252,9 +252,7 @@ inline bool AnyHugeOrNonFinite(const float* g, size_t n) {
 inline float MaxAbsSum(const float* r, const float* g, size_t n) {
   return MaxAbsSumScalar(r, g, n);
 }
-inline bool AnyHugeOrNonFinite(const float* g, size_t n) {
-  return AnyHugeOrNonFiniteScalar(g, n);
-}
+inline bool AnyHugeOrNonFinite(const float* g, size_t n) { return AnyHugeOrNonFiniteScalar(g, n); }
 inline float MaxAbsSumChecked(const float* r, const float* g, size_t n, bool* bad) {
   return MaxAbsSumCheckedScalar(r, g, n, bad);
 }

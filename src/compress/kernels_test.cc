@@ -40,7 +40,8 @@ TEST(KernelsTest, MaxAbsSumCheckedMatchesAndFlags) {
     auto r = testing::GradientLike(n, 1);
     auto g = testing::GradientLike(n, 2);
     bool bad = false;
-    EXPECT_EQ(MaxAbsSumChecked(r.data(), g.data(), n, &bad), MaxAbsSumScalar(r.data(), g.data(), n));
+    EXPECT_EQ(MaxAbsSumChecked(r.data(), g.data(), n, &bad),
+              MaxAbsSumScalar(r.data(), g.data(), n));
     EXPECT_FALSE(bad);
     for (size_t at : {size_t{0}, n / 2, n - 1}) {
       for (float v : {std::nanf(""), std::numeric_limits<float>::infinity(), -3e38f}) {

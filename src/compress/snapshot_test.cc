@@ -14,8 +14,8 @@ namespace {
 
 std::vector<CodecConfig> Configs() {
   std::vector<CodecConfig> out;
-  for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold,
-                  Codec::kOneBit, Codec::kTernGrad}) {
+  for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold, Codec::kOneBit,
+                  Codec::kTernGrad}) {
     CodecConfig cfg;
     cfg.codec = c;
     cfg.bin_size = 50;

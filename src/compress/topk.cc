@@ -2,8 +2,8 @@
 // tensor (ties: the lower index wins), sent as float32, with residue.
 #include <algorithm>
 #include <bit>
-#include <functional>
 #include <cmath>
+#include <functional>
 
 #include "compress/common.h"
 #include "core/endian.h"
@@ -16,10 +16,11 @@ class TopKCompressor final : public Compressor {
  public:
   TopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
       : Compressor(c, id, n), residue_(n, 0.0f), g_(n), abs_(n) {
-    k_ = n == 0 ? 0
-                : std::min<uint64_t>(
-                      n, std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(
-                                                   c.density * static_cast<double>(n)))));
+    k_ = n == 0
+             ? 0
+             : std::min<uint64_t>(
+                   n, std::max<uint64_t>(
+                          1, static_cast<uint64_t>(std::ceil(c.density * static_cast<double>(n)))));
   }
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
@@ -36,8 +37,8 @@ class TopKCompressor final : public Compressor {
     if (k > 0) {
       // |G| as integer bits (exact order for finite floats, faster to select).
       for (size_t j = 0; j < n; ++j) abs_[j] = std::bit_cast<uint32_t>(g[j]) & 0x7FFFFFFFu;
-      std::nth_element(abs_.begin(), abs_.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                       abs_.end(), std::greater<uint32_t>());
+      std::nth_element(abs_.begin(), abs_.begin() + static_cast<std::ptrdiff_t>(k - 1), abs_.end(),
+                       std::greater<uint32_t>());
       const uint32_t t = abs_[k - 1];
       size_t above = 0;
       for (size_t j = 0; j < n; ++j) above += (std::bit_cast<uint32_t>(g[j]) & 0x7FFFFFFFu) > t;
@@ -86,7 +87,7 @@ class TopKCompressor final : public Compressor {
   uint64_t k_ = 0;
   std::vector<float> residue_;
   std::vector<float> g_;
-  std::vector<uint32_t> abs_;       // scratch: |G| bits
+  std::vector<uint32_t> abs_;  // scratch: |G| bits
   std::vector<uint32_t> selected_;
   uint64_t step_ = 0;
 };

@@ -99,8 +99,7 @@ Status CheckAdaCompStep(Compressor& c, std::span<const float> grad, uint32_t bin
   ADACOMP_RETURN_IF_ERROR(CompressAndCheck(c, grad, frame, stats, &decoded));
   std::vector<float> ref_deq(grad.size()), ref_res(grad.size());
   float ref_scale = 0;
-  uint64_t ref_selected =
-      AdaCompScalarReference(old, grad, bin_size, ref_deq, ref_res, &ref_scale);
+  uint64_t ref_selected = AdaCompScalarReference(old, grad, bin_size, ref_deq, ref_res, &ref_scale);
   // The same selection and signs (a rounding tie may flip a handful of
   // elements if the library forms H in another order), the same scale.
   uint64_t mismatches = 0;
@@ -117,8 +116,9 @@ Status CheckAdaCompStep(Compressor& c, std::span<const float> grad, uint32_t bin
   if (mismatches > 1 + grad.size() / 1'000'000) {
     return Status::Internal(std::to_string(mismatches) +
                             " elements differ from the scalar reference in selection or sign "
-                            "(library selected " + std::to_string(stats->selected) +
-                            ", reference " + std::to_string(ref_selected) + ")");
+                            "(library selected " +
+                            std::to_string(stats->selected) + ", reference " +
+                            std::to_string(ref_selected) + ")");
   }
   return Status::OK();
 }
@@ -142,7 +142,8 @@ Status CheckTopK(std::span<const float> old_residue, std::span<const float> grad
   ADACOMP_RETURN_IF_ERROR(CheckConservation(old_residue, grad, sent, new_residue));
   float max_kept = 0;
   for (size_t j = 0; j < grad.size(); ++j) {
-    if (s.values.size() && sent[j] == 0.0f) max_kept = std::max(max_kept, std::fabs(new_residue[j]));
+    if (s.values.size() && sent[j] == 0.0f)
+      max_kept = std::max(max_kept, std::fabs(new_residue[j]));
   }
   if (k > 0 && max_kept > min_sent) {
     return Status::Internal("kept |G| " + std::to_string(max_kept) + " above sent |G| " +

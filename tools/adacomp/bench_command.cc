@@ -12,12 +12,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "adacomp/codec.h"
 #include "adacomp/version.h"
@@ -59,14 +58,14 @@ struct Row {
   uint64_t elements = 0;
   uint32_t bin_size = 0;  // adacomp's L_T; for topk rows the L_T whose density they use
   int threads = 1;
-  int frames = 0;       // frames decoded per part (decode), 1 (compress), 0 (reference)
-  double seconds = 0;   // median over repeats, per operation on all `elements`
+  int frames = 0;      // frames decoded per part (decode), 1 (compress), 0 (reference)
+  double seconds = 0;  // median over repeats, per operation on all `elements`
   double elements_per_second = 0;
   double ratio_to_reference = 0;  // seconds / reference seconds (same elements and threads)
   // selected / elements: compress rows; decode rows: summed over the P
   // frames of each part and over parts (selected / (elements x P)).
   double density = 0;
-  uint64_t frame_bytes = 0;       // bytes of one operation's frames, summed over parts
+  uint64_t frame_bytes = 0;  // bytes of one operation's frames, summed over parts
 };
 
 using TopKFn = uint64_t (*)(std::span<float>, std::span<const float>, uint64_t, TopKScratch*);
@@ -95,8 +94,8 @@ class Bench {
     std::string p = r.frames ? std::to_string(r.frames) : "-";
     std::string d = r.density > 0 ? FormatDouble(r.density, 4) : "-";
     std::printf("%-18s %-17s %10" PRIu64 " %5s %3d %3s %9s %12.4e %12.2f %8.3f\n", r.op.c_str(),
-                r.codec.c_str(), r.elements, l.c_str(), r.threads, p.c_str(), d.c_str(),
-                r.seconds, r.elements_per_second / 1e6, r.ratio_to_reference);
+                r.codec.c_str(), r.elements, l.c_str(), r.threads, p.c_str(), d.c_str(), r.seconds,
+                r.elements_per_second / 1e6, r.ratio_to_reference);
     std::fflush(stdout);
   }
   // How an operation and the reference pass paired with it are timed.
@@ -132,7 +131,7 @@ class Bench {
   const BenchArgs& a_;
   std::set<std::string> ops_;
   std::vector<Row> rows_;
-  std::function<void(int)> reference_;  // the reference pass of the current size and threads
+  std::function<void(int)> reference_;       // the reference pass of the current size and threads
   std::function<void(int)> reference_next_;  // the same over generator steps 1..kNextSteps in turn
   Timing last_;
   Failure failure_;
@@ -144,8 +143,8 @@ Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t
                   const std::vector<uint64_t>& threads, const std::vector<uint64_t>& frames,
                   const std::set<std::string>& ops) {
   ops_ = ops;
-  std::printf("%-18s %-17s %10s %5s %3s %3s %9s %12s %12s %8s\n", "op", "codec", "elements",
-              "L_T", "thr", "P", "density", "seconds", "Melem/s", "x_ref");
+  std::printf("%-18s %-17s %10s %5s %3s %3s %9s %12s %12s %8s\n", "op", "codec", "elements", "L_T",
+              "thr", "P", "density", "seconds", "Melem/s", "x_ref");
   for (uint64_t n : sizes) {
     for (uint64_t t : threads) {
       ADACOMP_RETURN_IF_ERROR(RunOne(n, static_cast<int>(t), bin_sizes, frames));
@@ -168,8 +167,8 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
   for (int t = 0; t < threads; ++t) {
     ref_r[t].assign(parts[t].size, 0.0f);
     ReferencePass(ref_r[t], parts[t].grad);
-    ADACOMP_RETURN_IF_ERROR(
-        CheckClose(ref_r[t], parts[t].grad, 0, 0, "reference pass").WithContext(where("reference")));
+    ADACOMP_RETURN_IF_ERROR(CheckClose(ref_r[t], parts[t].grad, 0, 0, "reference pass")
+                                .WithContext(where("reference")));
   }
   reference_ = nullptr;
   auto reference = [&](int t) { ReferencePass(ref_r[t], parts[t].grad); };
@@ -209,14 +208,13 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     const std::string lt = " L_T=" + std::to_string(l);
     std::vector<uint8_t> frame;
     uint64_t sel = 0;
-    ADACOMP_ASSIGN_OR_RETURN(auto comp,
-                             Compressor::Create(AdaCompConfig(l, threads), 0, elements));
+    ADACOMP_ASSIGN_OR_RETURN(auto comp, Compressor::Create(AdaCompConfig(l, threads), 0, elements));
     // Two verified steps: from a zero residue, then from a non-zero one.
     for (int step = 0; step < 2; ++step) {
       CompressStats stats;
-      ADACOMP_RETURN_IF_ERROR(CheckAdaCompStep(*comp, whole.grad, l, &frame, &stats)
-                                  .WithContext(where("adacomp" + lt + " step " +
-                                                     std::to_string(step))));
+      ADACOMP_RETURN_IF_ERROR(
+          CheckAdaCompStep(*comp, whole.grad, l, &frame, &stats)
+              .WithContext(where("adacomp" + lt + " step " + std::to_string(step))));
       sel = stats.selected;
     }
     // Then, as in training, a new gradient each step: one pass over the
@@ -232,18 +230,27 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
     // Top-k below takes AdaComp's density, part by part.
     std::vector<uint64_t> selected(threads);
     for (int t = 0; t < threads; ++t) {
-      selected[t] = static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
+      selected[t] =
+          static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
     }
     if (Want("adacomp")) {
-      Time(1, [&](int) {
-        frame.clear();
-        const auto& g = whole.next[whole.calls++ % kNextSteps];
-        Status st = comp->Compress(g, &frame);
-        if (!st.ok()) failure_.Set(st.ToString());
-      }, Mode::kNewGradient, threads);
+      Time(
+          1,
+          [&](int) {
+            frame.clear();
+            const auto& g = whole.next[whole.calls++ % kNextSteps];
+            Status st = comp->Compress(g, &frame);
+            if (!st.ok()) failure_.Set(st.ToString());
+          },
+          Mode::kNewGradient, threads);
       if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
-      Add({.op = "compress", .codec = "adacomp", .elements = elements, .bin_size = l,
-           .threads = threads, .frames = 1, .density = density,
+      Add({.op = "compress",
+           .codec = "adacomp",
+           .elements = elements,
+           .bin_size = l,
+           .threads = threads,
+           .frames = 1,
+           .density = density,
            .frame_bytes = bytes});
     }
     comp.reset();
@@ -293,7 +300,8 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
                                                           learner_frames.end());
         DecodeOptions opts;
         opts.threads = threads;
-        ADACOMP_RETURN_IF_ERROR(DecodeAccumulateAll(spans, dst, {}, opts).WithContext(where("decode")));
+        ADACOMP_RETURN_IF_ERROR(
+            DecodeAccumulateAll(spans, dst, {}, opts).WithContext(where("decode")));
         ADACOMP_RETURN_IF_ERROR(CheckClose(dst, expected, 1e-6, 0, "decode_accumulate")
                                     .WithContext(where("decode P=" + std::to_string(p))));
         // From cold caches, call by call (Mode::kCold), and so is the
@@ -304,13 +312,20 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         // 500, that decode measured 1.5x faster than from cold caches. In
         // training a whole step's other work runs between two decodes of a
         // tensor, so its dst is not in cache.
-        Time(1, [&](int) {
-          Status st = DecodeAccumulateAll(spans, dst, {}, opts);
-          if (!st.ok()) failure_.Set(st.ToString());
-        }, Mode::kCold, threads);
+        Time(
+            1,
+            [&](int) {
+              Status st = DecodeAccumulateAll(spans, dst, {}, opts);
+              if (!st.ok()) failure_.Set(st.ToString());
+            },
+            Mode::kCold, threads);
         if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
-        Add({.op = "decode_accumulate", .codec = "adacomp", .elements = elements, .bin_size = l,
-             .threads = threads, .frames = p,
+        Add({.op = "decode_accumulate",
+             .codec = "adacomp",
+             .elements = elements,
+             .bin_size = l,
+             .threads = threads,
+             .frames = p,
              .density = static_cast<double>(frame_selected) / (static_cast<double>(elements) * p),
              .frame_bytes = frame_bytes});
       }
@@ -342,8 +357,10 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
                 .WithContext(where("topk")));
         float min_sent = INFINITY, max_kept = 0;
         for (uint64_t j = 0; j < parts[t].size; ++j) {
-          if (decoded[j] != 0) min_sent = std::min(min_sent, std::fabs(decoded[j]));
-          else max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
+          if (decoded[j] != 0)
+            min_sent = std::min(min_sent, std::fabs(decoded[j]));
+          else
+            max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
         }
         if (stats.selected > 0 && max_kept > min_sent) {
           return Status::Internal(where("topk codec: kept |G| above a sent |G|"));
@@ -356,8 +373,13 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
         if (!st.ok()) failure_.Set(st.ToString());
       });
       if (failure_.failed()) return Status::Internal(where("topk: " + failure_.message()));
-      Add({.op = "compress", .codec = "topk", .elements = elements, .bin_size = l,
-           .threads = threads, .frames = 1, .density = density,
+      Add({.op = "compress",
+           .codec = "topk",
+           .elements = elements,
+           .bin_size = l,
+           .threads = threads,
+           .frames = 1,
+           .density = density,
            .frame_bytes = tk_bytes});
     }
   }
@@ -385,8 +407,13 @@ Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>
       if (!st.ok()) failure_.Set(st.ToString());
     });
     if (failure_.failed()) return Status::Internal(where("onebit: " + failure_.message()));
-    Add({.op = "compress", .codec = "onebit", .elements = elements, .threads = threads,
-         .frames = 1, .density = 1.0, .frame_bytes = bytes});
+    Add({.op = "compress",
+         .codec = "onebit",
+         .elements = elements,
+         .threads = threads,
+         .frames = 1,
+         .density = 1.0,
+         .frame_bytes = bytes});
   }
   return Status::OK();
 }
@@ -404,15 +431,20 @@ Status Bench::TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& se
     for (int step = 0; step < 2; ++step) {
       std::vector<float> old = residue[t];
       fn(residue[t], parts[t].grad, selected[t], &scratch[t]);
-      ADACOMP_RETURN_IF_ERROR(
-          CheckTopK(old, parts[t].grad, residue[t], scratch[t], std::min(selected[t], parts[t].size))
-              .WithContext(std::string(codec) + " (" + std::to_string(parts[t].size) +
-                           " elements, k " + std::to_string(selected[t]) + ")"));
+      ADACOMP_RETURN_IF_ERROR(CheckTopK(old, parts[t].grad, residue[t], scratch[t],
+                                        std::min(selected[t], parts[t].size))
+                                  .WithContext(std::string(codec) + " (" +
+                                               std::to_string(parts[t].size) + " elements, k " +
+                                               std::to_string(selected[t]) + ")"));
     }
   }
   Time(threads, [&](int t) { fn(residue[t], parts[t].grad, selected[t], &scratch[t]); });
-  Add({.op = "compress", .codec = codec, .elements = elements, .bin_size = bin_size,
-       .threads = threads, .frames = 1,
+  Add({.op = "compress",
+       .codec = codec,
+       .elements = elements,
+       .bin_size = bin_size,
+       .threads = threads,
+       .frames = 1,
        .density = static_cast<double>(k_total) / elements,
        .frame_bytes = k_total * 8});  // 32-bit index + float32 value per element
   return Status::OK();
@@ -476,10 +508,12 @@ int RunBench(const BenchArgs& a) {
     if (n <= *max_elements) use.push_back(n);
   }
   if (use.empty()) {
-    return Fail(kCmd, kExitBadUsage, "no size in --sizes is at most --max-elements " + a.max_elements);
+    return Fail(kCmd, kExitBadUsage,
+                "no size in --sizes is at most --max-elements " + a.max_elements);
   }
   for (uint64_t l : *bin_sizes) {
-    if (l == 0 || l > UINT32_MAX) return Fail(kCmd, kExitBadUsage, "--bin-sizes: each must be >= 1");
+    if (l == 0 || l > UINT32_MAX)
+      return Fail(kCmd, kExitBadUsage, "--bin-sizes: each must be >= 1");
   }
   for (uint64_t t : *threads) {
     if (t == 0 || t > 256) return Fail(kCmd, kExitBadUsage, "--threads: each must be 1..256");
@@ -495,8 +529,8 @@ int RunBench(const BenchArgs& a) {
     return Fail(kCmd, kExitBadUsage, "--min-time: must be 0..60 seconds");
   }
   std::set<std::string> ops;
-  const std::set<std::string> known = {"all", "adacomp", "decode", "onebit", "topk", "topk_nth",
-                                       "topk_torch"};
+  const std::set<std::string> known = {"all",  "adacomp",  "decode",    "onebit",
+                                       "topk", "topk_nth", "topk_torch"};
   {
     std::string s = a.ops;
     size_t start = 0;
@@ -523,10 +557,11 @@ int RunBench(const BenchArgs& a) {
     json_out = std::move(*f);
   }
 
-  std::printf("adacomp bench: %u hardware threads; repeats %d (median), >= %.3g s each; "
-              "gradient-like data, seed %" PRIu64 "%s\n",
-              std::thread::hardware_concurrency(), a.repeats, a.min_time, a.seed,
-              kHaveTorch ? "" : "; torch::topk not built");
+  std::printf(
+      "adacomp bench: %u hardware threads; repeats %d (median), >= %.3g s each; "
+      "gradient-like data, seed %" PRIu64 "%s\n",
+      std::thread::hardware_concurrency(), a.repeats, a.min_time, a.seed,
+      kHaveTorch ? "" : "; torch::topk not built");
   Bench bench(a);
   Status s = bench.Run(use, *bin_sizes, *threads, *frames, ops);
   if (!s.ok()) return Fail(kCmd, kExitBadData, "verification failed: " + s.ToString());
@@ -547,8 +582,9 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* app = root.add_subcommand(
       "bench", "Time AdaComp and its baselines against the R += dW pass, verified first");
-  app->add_option("--sizes", args->sizes,
-                  "tensor sizes in elements, comma-separated (default 1e4,1e5,1e6,4e6,1.6e7,6.4e7)");
+  app->add_option(
+      "--sizes", args->sizes,
+      "tensor sizes in elements, comma-separated (default 1e4,1e5,1e6,4e6,1.6e7,6.4e7)");
   app->add_option("--max-elements", args->max_elements,
                   "skip sizes above this (default 1.6e7; use 6.4e7 for the full run)");
   app->add_option("--bin-sizes", args->bin_sizes, "AdaComp L_T values (default 50,500)");
@@ -558,7 +594,8 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
   app->add_option("--ops", args->ops,
                   "what to time besides the reference pass: all (default) or a list of adacomp, "
                   "decode, onebit, topk, topk_nth, topk_torch");
-  app->add_option("--repeats", args->repeats, "repeats per measurement; the median is kept (default 5)");
+  app->add_option("--repeats", args->repeats,
+                  "repeats per measurement; the median is kept (default 5)");
   app->add_option("--min-time", args->min_time,
                   "seconds per repeat at least; short operations are looped (default 0.05)");
   app->add_option("--seed", args->seed, "data seed (default 1)")->check(NotNegative());

@@ -70,18 +70,17 @@ double Median(std::vector<double> v) {
 static uint64_t Calibrate(int parts, double min_time, const std::function<void(int)>& fn) {
   double once = RunParallel(parts, 1, fn);
   if (once >= min_time) return 1;
-  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(once, 1e-9))),
-                              1, 10'000'000);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(once, 1e-9))), 1,
+                              10'000'000);
 }
-
 
 // Calibrate() for RunParallelCold: a repeat (eviction included) lasts about min_time.
 static uint64_t CalibrateCold(int parts, double min_time, const std::function<void(int)>& fn,
-                       const std::function<void(int)>& evict) {
+                              const std::function<void(int)>& evict) {
   double wall = 0;
   RunParallelCold(parts, 1, fn, evict, &wall);
-  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(wall, 1e-9))),
-                              1, 10'000'000);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(min_time / std::max(wall, 1e-9))), 1,
+                              10'000'000);
 }
 
 // Times fn over `repeats` repeats; when `reference` is given, each repeat

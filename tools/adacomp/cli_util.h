@@ -3,12 +3,11 @@
 // Thread safety: pure functions (Fail writes to stderr).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "adacomp/status.h"
 

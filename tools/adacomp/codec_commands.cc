@@ -75,9 +75,9 @@ int RunCompress(const CompressArgs& a) {
                              CodecOnly{a.tau_opt, "--tau", Codec::kThreshold},
                              CodecOnly{a.seed_opt, "--seed", Codec::kTernGrad}}) {
     if (c.opt != nullptr && c.opt->count() > 0 && *codec != c.codec) {
-      return Fail(kCmd, kExitBadUsage,
-                  std::string(c.name) + " applies only to --codec " +
-                      std::string(CodecName(c.codec)));
+      return Fail(
+          kCmd, kExitBadUsage,
+          std::string(c.name) + " applies only to --codec " + std::string(CodecName(c.codec)));
     }
   }
   CodecConfig config;
@@ -108,11 +108,11 @@ int RunCompress(const CompressArgs& a) {
   if (size == 0) return Fail(kCmd, kExitBadData, a.input + ": empty file (no step to compress)");
   if (size % step_bytes != 0) {
     return Fail(kCmd, kExitBadData,
-                a.input + ": size " + std::to_string(size) +
-                    " bytes is not a multiple of 4 x " + std::to_string(n) + " = " +
-                    std::to_string(step_bytes) + " bytes (one step of " + std::to_string(n) +
-                    " float32 elements); " + std::to_string(size / step_bytes) +
-                    " whole steps and " + std::to_string(size % step_bytes) + " bytes left over");
+                a.input + ": size " + std::to_string(size) + " bytes is not a multiple of 4 x " +
+                    std::to_string(n) + " = " + std::to_string(step_bytes) +
+                    " bytes (one step of " + std::to_string(n) + " float32 elements); " +
+                    std::to_string(size / step_bytes) + " whole steps and " +
+                    std::to_string(size % step_bytes) + " bytes left over");
   }
   const uint64_t steps = size / step_bytes;
 
@@ -145,8 +145,8 @@ int RunCompress(const CompressArgs& a) {
   } else if (*codec == Codec::kTernGrad) {
     std::printf(", seed %" PRIu64, config.seed);
   }
-  std::printf("; tensor %u, %" PRIu64 " elements x %" PRIu64 " steps; %s -> %s\n", a.tensor_id,
-              n, steps, a.input.c_str(), a.output.c_str());
+  std::printf("; tensor %u, %" PRIu64 " elements x %" PRIu64 " steps; %s -> %s\n", a.tensor_id, n,
+              steps, a.input.c_str(), a.output.c_str());
   const bool is_adacomp = *codec == Codec::kAdaComp;
   if (!a.quiet) {
     std::printf("%6s %12s %12s %9s %10s %10s\n", "step", "frame_bytes", "selected", "sel/bin",
@@ -180,10 +180,9 @@ int RunCompress(const CompressArgs& a) {
     total.Merge(stats);
     total_bytes += bytes;
     if (!a.quiet) {
-      std::string per_bin =
-          is_adacomp && stats.bins
-              ? FormatDouble(static_cast<double>(stats.selected) / stats.bins, 4)
-              : std::string("-");
+      std::string per_bin = is_adacomp && stats.bins
+                                ? FormatDouble(static_cast<double>(stats.selected) / stats.bins, 4)
+                                : std::string("-");
       std::string bits =
           stats.selected ? FormatDouble(8.0 * bytes / stats.selected, 4) : std::string("-");
       std::printf("%6" PRIu64 " %12" PRIu64 " %12" PRIu64 " %9s %10.2f %10s\n", k, bytes,
@@ -305,10 +304,9 @@ int RunDecompress(const FramesArgs& a) {
     ++frames;
   }
   if (Status s = (*out)->Commit(); !s.ok()) return Fail(kCmd, kExitBadData, s.message());
-  std::string each = min_elements == max_elements
-                         ? std::to_string(min_elements) + " elements each"
-                         : std::to_string(min_elements) + " to " + std::to_string(max_elements) +
-                               " elements";
+  std::string each = min_elements == max_elements ? std::to_string(min_elements) + " elements each"
+                                                  : std::to_string(min_elements) + " to " +
+                                                        std::to_string(max_elements) + " elements";
   std::printf("decompressed %" PRIu64 " frames (%s, %" PRIu64 " float32 in all) from %s to %s\n",
               frames, each.c_str(), elements_total, a.input.c_str(), a.output.c_str());
   return kExitOk;
@@ -443,14 +441,14 @@ std::vector<Command> AddCodecCommands(CLI::App& root) {
         ->required();
     args->bin_size_opt =
         app->add_option("--bin-size", args->bin_size, "adacomp: bin size L_T (default 500)");
-    args->values_opt = app->add_option("--values", args->values,
-                                       "adacomp: ternary (default) | fp16 | fp32");
-    args->density_opt = app->add_option("--density", args->density,
-                                        "topk: fraction of elements sent, 0 < D <= 1 (default 0.01)");
-    args->tau_opt =
-        app->add_option("--tau", args->tau, "threshold: send +-tau where |G| >= tau (default 1e-3)");
+    args->values_opt =
+        app->add_option("--values", args->values, "adacomp: ternary (default) | fp16 | fp32");
+    args->density_opt = app->add_option(
+        "--density", args->density, "topk: fraction of elements sent, 0 < D <= 1 (default 0.01)");
+    args->tau_opt = app->add_option("--tau", args->tau,
+                                    "threshold: send +-tau where |G| >= tau (default 1e-3)");
     args->seed_opt = app->add_option("--seed", args->seed, "terngrad: generator seed (default 0)")
-                          ->check(NotNegative());
+                         ->check(NotNegative());
     app->add_option("--tensor-id", args->tensor_id, "tensor id written in each frame (default 0)");
     app->add_option("--residue-out", args->residue_out,
                     "write the residue after the last step here (N float32)");

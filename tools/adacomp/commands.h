@@ -7,16 +7,15 @@
 // 2 bad usage (options). Errors go to stderr as one line.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace adacomp::tool {
 
 struct Command {
-  CLI::App* app = nullptr;     // the registered subcommand
-  std::function<int()> run;    // called after parsing when *app was given
+  CLI::App* app = nullptr;   // the registered subcommand
+  std::function<int()> run;  // called after parsing when *app was given
 };
 
 // compress, decompress, inspect (codec_commands.cc)

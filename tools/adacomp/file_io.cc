@@ -31,9 +31,7 @@ Status OpenError(const std::string& path) {
 
 }  // namespace
 
-std::string ErrnoMessage(const std::string& what) {
-  return what + ": " + std::strerror(errno);
-}
+std::string ErrnoMessage(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // ---------------------------------------------------------------- OutputFile
 
@@ -67,8 +65,8 @@ Status OutputFile::Write(const void* data, size_t bytes) {
   if (file_ == nullptr) return Status::Internal(path_ + ": write after close");
   if (bytes == 0) return Status::OK();
   if (std::fwrite(data, 1, bytes, file_) != bytes) {
-    return Status::IOError(ErrnoMessage(path_ + ": write failed at byte " +
-                                        std::to_string(bytes_written_)));
+    return Status::IOError(
+        ErrnoMessage(path_ + ": write failed at byte " + std::to_string(bytes_written_)));
   }
   bytes_written_ += bytes;
   return Status::OK();
@@ -128,13 +126,12 @@ Status InputFile::ReadFloats(std::span<float> values) {
   size_t got = std::fread(values.data(), 1, want, file_);
   if (got != want) {
     if (std::ferror(file_)) {
-      return Status::IOError(ErrnoMessage(path_ + ": read failed at byte " +
-                                          std::to_string(offset_ + got)));
+      return Status::IOError(
+          ErrnoMessage(path_ + ": read failed at byte " + std::to_string(offset_ + got)));
     }
     return Status::Corruption(path_ + ": unexpected end of file at byte " +
-                              std::to_string(offset_ + got) + " (wanted " +
-                              std::to_string(want) + " bytes from byte " +
-                              std::to_string(offset_) + ")");
+                              std::to_string(offset_ + got) + " (wanted " + std::to_string(want) +
+                              " bytes from byte " + std::to_string(offset_) + ")");
   }
   offset_ += got;
   if constexpr (!kLittleEndian) SwapFloats(values);

@@ -58,7 +58,8 @@ const char kGradientModelHelp[] =
     "hash of (seed, step, index): the same arguments give the same bits.";
 
 double LayerScale(uint64_t seed, uint64_t layer, double base) {
-  return base * std::exp(Normal(Hash(seed, kStreamLayer, layer, 1), Hash(seed, kStreamLayer, layer, 2)));
+  return base *
+         std::exp(Normal(Hash(seed, kStreamLayer, layer, 1), Hash(seed, kStreamLayer, layer, 2)));
 }
 
 void GenerateGradientRange(const GradientSpec& spec, uint64_t step, uint64_t begin,
@@ -77,11 +78,11 @@ void GenerateGradientRange(const GradientSpec& spec, uint64_t step, uint64_t beg
   while (j < end) {
     const uint64_t unit = j / unit_size;
     const uint64_t unit_end = std::min(end, (unit + 1) * unit_size);
-    double activity = std::exp(Normal(Hash(seed, kStreamUnit, unit, 1), Hash(seed, kStreamUnit, unit, 2)));
+    double activity =
+        std::exp(Normal(Hash(seed, kStreamUnit, unit, 1), Hash(seed, kStreamUnit, unit, 2)));
     if (Uniform(Hash(seed, kStreamUnit, unit, 3)) < 0.1) activity *= 0.01;
-    const double drift =
-        std::exp(0.3 * Normal(Hash(seed, kStreamUnit, unit, (step << 2) | 4),
-                              Hash(seed, kStreamUnit, unit, (step << 2) | 5)));
+    const double drift = std::exp(0.3 * Normal(Hash(seed, kStreamUnit, unit, (step << 2) | 4),
+                                               Hash(seed, kStreamUnit, unit, (step << 2) | 5)));
     const double unit_scale = step_scale * activity * drift;
     const uint64_t step_key = Mix(seed ^ kStreamNoise ^ Mix(step + 1));
     const uint64_t persist_key = Mix(seed ^ kStreamPersistent);

@@ -18,9 +18,9 @@
 namespace adacomp::tool {
 
 struct GradientSpec {
-  uint64_t elements = 0;   // N, elements per step
-  uint64_t seed = 1;       // selects the tensor ("layer"); different seeds, independent data
-  double scale = 1e-3;     // overall magnitude (typical |g| of an active unit at step 0)
+  uint64_t elements = 0;     // N, elements per step
+  uint64_t seed = 1;         // selects the tensor ("layer"); different seeds, independent data
+  double scale = 1e-3;       // overall magnitude (typical |g| of an active unit at step 0)
   uint32_t unit_size = 256;  // consecutive elements sharing one activity level (a "unit" / row)
 };
 

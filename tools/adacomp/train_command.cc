@@ -348,7 +348,8 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       app->add_option("--epochs", o.epochs, "epochs to train")->capture_default_str();
   app->add_option("--steps", o.steps, "train exactly this many steps instead of --epochs")
       ->excludes(args->epochs_opt);
-  app->add_option("--optimizer", args->optimizer, "sgd (with momentum) | adam")->capture_default_str();
+  app->add_option("--optimizer", args->optimizer, "sgd (with momentum) | adam")
+      ->capture_default_str();
   app->add_option("--lr", o.lr,
                   "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
                   "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");

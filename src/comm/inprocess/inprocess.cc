@@ -26,10 +26,9 @@
 #include <utility>
 #include <vector>
 
-#include "adacomp/communicator.h"
-
 #include "../messages.h"
 #include "../ring.h"
+#include "adacomp/communicator.h"
 
 namespace adacomp {
 namespace {

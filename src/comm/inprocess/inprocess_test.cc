@@ -16,8 +16,8 @@
 #include <tuple>
 #include <vector>
 
-#include "adacomp/communicator.h"
 #include "../collective_test_data.h"
+#include "adacomp/communicator.h"
 
 namespace adacomp {
 namespace {

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "adacomp/communicator.h"
 #include "../collective_test_data.h"
+#include "adacomp/communicator.h"
 
 namespace adacomp {
 namespace {

@@ -1,5 +1,6 @@
 // Runs `adacomp bench` on tiny sizes and checks that its JSON is well-formed
 // and has every expected row with consistent fields.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -7,13 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -50,7 +49,8 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
   fs::path json_path = dir_ / "bench.json";
   std::string out;
   ASSERT_EQ(Run("bench --sizes 1000,3001 --bin-sizes 50,500 --threads 1,2 --frames 1,4 "
-                "--repeats 3 --min-time 0.001 --json '" + json_path.string() + "'",
+                "--repeats 3 --min-time 0.001 --json '" +
+                    json_path.string() + "'",
                 &out),
             0)
       << out;
@@ -92,9 +92,8 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
       ++expected;
       auto check = [&](const Key& key) {
         auto it = rows.find(key);
-        ASSERT_NE(it, rows.end()) << std::get<0>(key) << " " << std::get<1>(key) << " " << n
-                                  << " L" << std::get<3>(key) << " T" << t << " P"
-                                  << std::get<5>(key);
+        ASSERT_NE(it, rows.end()) << std::get<0>(key) << " " << std::get<1>(key) << " " << n << " L"
+                                  << std::get<3>(key) << " T" << t << " P" << std::get<5>(key);
         ++expected;
         const auto& r = it->second;
         // A paired ratio (reference timed beside each repeat): positive and

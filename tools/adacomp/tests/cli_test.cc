@@ -3,6 +3,7 @@
 // prints and returns. The expectations are computed here independently
 // (conservation: the sum over steps of what the frames carry, plus the final
 // residue, equals the sum of the inputs).
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -16,8 +17,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "adacomp/version.h"
 
@@ -38,7 +37,9 @@ std::string ReadText(const fs::path& p) {
   return ss.str();
 }
 
-int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+int CountLines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
 
 std::vector<float> ReadFloats(const fs::path& p) {
   std::string bytes = ReadText(p);
@@ -159,11 +160,13 @@ TEST_F(CliTest, BadUsageExitsTwo) {
   ExpectError(Run("compress --codec topk --elements 100 --density 2 " + io), 2, {"density"});
   ExpectError(Run("compress --codec adacomp --elements 100 --density 0.1 " + io), 2,
               {"--density", "topk"});
-  ExpectError(Run("compress --codec dense --elements 100 --residue-out " + Q(P("r.f32")) + " " + io),
-              2, {"residue"});
+  ExpectError(
+      Run("compress --codec dense --elements 100 --residue-out " + Q(P("r.f32")) + " " + io), 2,
+      {"residue"});
   ExpectError(Run("compress --codec adacomp --elements 100 --no-such-option " + io), 2, {});
   ExpectError(Run("compress --codec terngrad --seed -5 --elements 100 " + io), 2, {"--seed"});
-  ExpectError(Run("compress --codec adacomp --tensor-id -1 --elements 100 " + io), 2, {"--tensor-id"});
+  ExpectError(Run("compress --codec adacomp --tensor-id -1 --elements 100 " + io), 2,
+              {"--tensor-id"});
   ExpectError(Run("compress --codec adacomp --elements 100 " + Q(P("g.f32"))), 2, {"output"});
   ExpectError(Run("inspect"), 2, {});
   ExpectError(Run("gen-gradient --elements 0 " + Q(P("x.f32"))), 2, {"--elements"});
@@ -173,7 +176,8 @@ TEST_F(CliTest, BadUsageExitsTwo) {
 
 TEST_F(CliTest, CountsAcceptExponentForm) {
   WriteFloats(P("g.f32"), MakeSteps(1000, 2, 2));
-  RunResult r = Run("compress --codec adacomp --elements 1e3 " + Q(P("g.f32")) + " " + Q(P("o.frames")));
+  RunResult r =
+      Run("compress --codec adacomp --elements 1e3 " + Q(P("g.f32")) + " " + Q(P("o.frames")));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("1000 elements x 2 steps"), std::string::npos) << r.out;
 }
@@ -372,7 +376,8 @@ TEST_F(CliTest, WrongSizeInput) {
   std::vector<float> v = MakeSteps(100, 2, 3);
   std::string bytes(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   WriteBytes(P("g.f32"), bytes + "abc");  // 803 bytes
-  RunResult r = Run("compress --codec adacomp --elements 100 " + Q(P("g.f32")) + " " + Q(P("o.frames")));
+  RunResult r =
+      Run("compress --codec adacomp --elements 100 " + Q(P("g.f32")) + " " + Q(P("o.frames")));
   ExpectError(r, 1, {"g.f32", "803"});
   EXPECT_EQ(Files(), std::vector<std::string>{"g.f32"});
   WriteBytes(P("g.f32"), "");
@@ -383,12 +388,14 @@ TEST_F(CliTest, WrongSizeInput) {
 }
 
 TEST_F(CliTest, MissingFiles) {
-  RunResult r = Run("compress --codec adacomp --elements 100 " + Q(P("nope.f32")) + " " + Q(P("o.frames")));
+  RunResult r =
+      Run("compress --codec adacomp --elements 100 " + Q(P("nope.f32")) + " " + Q(P("o.frames")));
   ExpectError(r, 1, {"nope.f32"});
   ExpectError(Run("decompress " + Q(P("nope.frames")) + " " + Q(P("o.f32"))), 1, {"nope.frames"});
   ExpectError(Run("inspect " + Q(P("nope.frames"))), 1, {"nope.frames"});
   WriteFloats(P("g.f32"), MakeSteps(100, 1, 1));
-  r = Run("compress --codec adacomp --elements 100 " + Q(P("g.f32")) + " " + Q(P("no/such/dir/o.frames")));
+  r = Run("compress --codec adacomp --elements 100 " + Q(P("g.f32")) + " " +
+          Q(P("no/such/dir/o.frames")));
   ExpectError(r, 1, {"no/such/dir/o.frames"});
   EXPECT_EQ(Files(), std::vector<std::string>{"g.f32"});
 }

@@ -1,6 +1,7 @@
 // Unit tests of the `adacomp` program's support library: count parsing,
 // atomic output files, the gradient generator, and the bench kernels and
 // checks (which must catch wrong results, or the bench verifies nothing).
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "bench_ops.h"
 #include "cli_util.h"
@@ -30,7 +29,8 @@ TEST(ParseCount, DigitsAndExponents) {
   EXPECT_EQ(*ParseCount("1e6", "x"), 1000000u);
   EXPECT_EQ(*ParseCount("6.4e7", "x"), 64000000u);
   EXPECT_EQ(*ParseCount("18446744073709551615", "x"), UINT64_MAX);
-  for (const char* bad : {"", "abc", "1.5", "-3", "1e6x", "inf", "nan", "1e300", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "abc", "1.5", "-3", "1e6x", "inf", "nan", "1e300", "99999999999999999999"}) {
     Result<uint64_t> r = ParseCount(bad, "--elements");
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
@@ -53,7 +53,8 @@ class FileIoTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   size_t CountFiles() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
   }
   fs::path dir_;
 };
@@ -116,7 +117,8 @@ TEST(GradientGen, RangesMatchTheWholeAndAreDeterministic) {
       if (begin + count > spec.elements) continue;
       std::vector<float> part(count);
       GenerateGradientRange(spec, 2, begin, part);
-      for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(part[i], whole[begin + i]) << begin << "+" << i;
+      for (uint64_t i = 0; i < count; ++i)
+        ASSERT_EQ(part[i], whole[begin + i]) << begin << "+" << i;
     }
   }
   GenerateGradient(spec, 3, again);
@@ -215,7 +217,8 @@ TEST(BenchOps, ChecksCatchWrongResults) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("element 1"), std::string::npos) << s.message();
   EXPECT_TRUE(CheckClose(std::vector<float>{1, 2}, std::vector<float>{1, 2}, 0, 0, "x").ok());
-  EXPECT_FALSE(CheckClose(std::vector<float>{1, 2}, std::vector<float>{1, 2.1f}, 1e-3, 0, "x").ok());
+  EXPECT_FALSE(
+      CheckClose(std::vector<float>{1, 2}, std::vector<float>{1, 2.1f}, 1e-3, 0, "x").ok());
   EXPECT_FALSE(CheckClose(std::vector<float>{1}, std::vector<float>{NAN}, 1, 1, "x").ok());
 }
 
