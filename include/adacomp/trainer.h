@@ -90,6 +90,16 @@ struct TrainOptions {
   std::string data_dir;   // "" = the model's default data
   CodecConfig codec;      // codec, values, density, tau, seed; bin_size see below
   uint32_t bin_size = 0;  // 0 = per layer type (DefaultBinSize); else all tensors
+  // Per layer type (indexed by LayerType): > 0 overrides bin_size and the
+  // default for that type's tensors.
+  uint32_t bin_size_by_type[kLayerTypeCount] = {0, 0, 0, 0};
+  // Options beside the paper's default (0 = off; docs/results.md measures
+  // them): tensors of at most dense_below elements are sent dense (float32
+  // frames, no residue), whatever the codec; the first dense_warmup_steps
+  // steps are exchanged dense (the ring all-reduce) with every residue
+  // untouched, and the codec starts after them with empty residues.
+  int64_t dense_below = 0;
+  int64_t dense_warmup_steps = 0;
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
@@ -135,6 +145,8 @@ struct TrainSummary {
   double lr = 0;
   uint64_t seed = 0;
   std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
+  int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
+  int64_t dense_tensors = 0;                        // tensors sent dense by dense_below
   int64_t parameters = 0;
   int64_t tensors = 0;
   int64_t train_examples = 0, test_examples = 0;

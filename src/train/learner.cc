@@ -104,8 +104,9 @@ class Learner {
 
   Replica model_;
   std::unique_ptr<GradientExchange> exchange_;
+  std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
   std::unique_ptr<OptimizerState> optimizer_;
-  std::vector<uint32_t> bin_sizes_;
+  std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
   std::vector<std::span<const float>> grad_spans_;
@@ -158,21 +159,35 @@ Status Learner::Setup() {
   ADACOMP_RETURN_IF_ERROR(SetWeights(w, "rank 0's initial weights"));
 
   // One compressor per tensor, seeded per run, learner and tensor.
-  std::vector<ExchangeTensor> tensors;
+  // --dense-below: small tensors go as dense frames; --dense-warmup-steps: a
+  // second, all-dense exchange (the ring all-reduce) for the first steps.
+  std::vector<ExchangeTensor> tensors, dense_tensors;
   for (size_t t = 0; t < model_.params.size(); ++t) {
     const Param& p = model_.params[t];
     present_[static_cast<int>(p.type)] = true;
-    uint32_t bin = o_.bin_size ? o_.bin_size : DefaultBinSize(p.type);
-    bin_sizes_.push_back(bin);
     ExchangeTensor x;
     x.name = p.name;
     x.elements = static_cast<uint64_t>(p.elements);
     x.codec = o_.codec;
-    x.codec.bin_size = bin;
+    if (o_.codec.codec != Codec::kDense && p.elements <= o_.dense_below) {
+      x.codec = CodecConfig{};
+      x.codec.codec = Codec::kDense;
+    }
+    const bool binned = x.codec.codec == Codec::kAdaComp;
+    bin_sizes_.push_back(binned ? BinSizeFor(o_, p.type) : 0);
+    x.codec.bin_size = binned ? bin_sizes_.back() : x.codec.bin_size;
     x.codec.seed = MixSeed(MixSeed(o_.codec.seed ^ o_.seed, static_cast<uint64_t>(rank_)), t);
+    ExchangeTensor d = x;
+    d.codec = CodecConfig{};
+    d.codec.codec = Codec::kDense;
     tensors.push_back(std::move(x));
+    dense_tensors.push_back(std::move(d));
   }
   ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, std::move(tensors)));
+  if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
+    ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_,
+                             GradientExchange::Create(comm_, std::move(dense_tensors)));
+  }
   optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
   agg_.assign(exchange_->total_elements(), 0.0f);
   for (size_t t = 0; t < model_.params.size(); ++t) {
@@ -319,16 +334,18 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
 
   // Exchange: agree on finiteness and share the losses, then the average of
   // every learner's gradient into agg_.
+  const bool warmup = warmup_exchange_ && step < o_.dense_warmup_steps;
+  GradientExchange& exchange = warmup ? *warmup_exchange_ : *exchange_;
   if (rank_ == hooks_.corrupt_rank && step == hooks_.corrupt_at_step) {
-    exchange_->SetSendHook([this, step](std::vector<uint8_t>& message) {
+    exchange.SetSendHook([this, step](std::vector<uint8_t>& message) {
       if (message.empty()) return;
       TestHookNote("flips one byte of its message", step);
       message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
     });
   }
   ExchangeResult xr;
-  const Status exchanged = exchange_->Step(grad_spans_, loss_value, agg_, &xr, gate_);
-  exchange_->SetSendHook(nullptr);
+  const Status exchanged = exchange.Step(grad_spans_, loss_value, agg_, &xr, gate_);
+  exchange.SetSendHook(nullptr);
   ADACOMP_RETURN_IF_ERROR(exchanged);
   transport_sent_ += xr.transport_sent_bytes;
   transport_received_ += xr.transport_received_bytes;
@@ -368,15 +385,14 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   consecutive_bad_ = 0;
 
   Totals step_totals;
-  const bool adacomp = o_.codec.codec == Codec::kAdaComp;
   for (size_t k = 0; k < model_.params.size(); ++k) {
     const Param& prm = model_.params[k];
     const int type = static_cast<int>(prm.type);
     const uint64_t n = static_cast<uint64_t>(prm.elements);
     step_totals.wire[type] += xr.wire_bytes[k];
     step_totals.dense[type] += n * 4 * static_cast<uint64_t>(p_);
-    step_totals.selected[type] += xr.selected[k];
-    if (adacomp) {
+    if (bin_sizes_[k] && !warmup) {  // selected per bin: binned tensors only
+      step_totals.selected[type] += xr.selected[k];
       step_totals.bins[type] +=
           static_cast<uint64_t>(p_) * ((n + bin_sizes_[k] - 1) / bin_sizes_[k]);
     }
@@ -564,12 +580,12 @@ Result<TrainSummary> Learner::Run() {
   s.epochs = static_cast<double>(steps_done_) / static_cast<double>(steps_per_epoch_);
   s.lr = o_.lr;
   s.seed = o_.seed;
-  if (o_.codec.codec != Codec::kAdaComp) {
-    s.bin_size = "n/a";
-  } else if (o_.bin_size) {
-    s.bin_size = std::to_string(o_.bin_size);
-  } else {
-    s.bin_size = "per layer type: conv 50, fc 500, lstm 500, other (biases, embeddings) 500";
+  s.bin_size = o_.codec.codec == Codec::kAdaComp ? BinSizeText(o_) : "n/a";
+  s.dense_below = o_.dense_below;
+  s.dense_warmup_steps = warmup_exchange_ ? o_.dense_warmup_steps : 0;
+  for (size_t k = 0; k < exchange_->tensors(); ++k) {
+    const Codec c = exchange_->tensor(k).codec.codec;
+    if (c == Codec::kDense && o_.codec.codec != Codec::kDense) ++s.dense_tensors;
   }
   for (const auto& p : model_.params) s.parameters += p.elements;
   s.tensors = static_cast<int64_t>(model_.params.size());

@@ -57,6 +57,8 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (o.keep_checkpoints < 1) return bad("--keep-checkpoints must be >= 1");
   if (o.seq_len < 2 || o.seq_len > 4096) return bad("--seq-len must be between 2 and 4096");
   if (o.hidden < 1 || o.embed < 1) return bad("--hidden and --embed must be >= 1");
+  if (o.dense_below < 0) return bad("--dense-below must be >= 0");
+  if (o.dense_warmup_steps < 0) return bad("--dense-warmup-steps must be >= 0");
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
   return o;
@@ -76,7 +78,36 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   for (auto e : o.lr_decay_epochs) s << e << ",";
   s << ";train_limit=" << o.train_limit << ";seq=" << o.seq_len << ";hidden=" << o.hidden
     << ";embed=" << o.embed;
+  // Appended only when set, so checkpoints written before these options
+  // existed still match.
+  for (int t = 0; t < kLayerTypeCount; ++t) {
+    if (o.bin_size_by_type[t]) {
+      s << ";bin_" << LayerTypeName(static_cast<LayerType>(t)) << "=" << o.bin_size_by_type[t];
+    }
+  }
+  if (o.dense_below) s << ";dense_below=" << o.dense_below;
+  if (o.dense_warmup_steps) s << ";dense_warmup=" << o.dense_warmup_steps;
   return s.str();
+}
+
+uint32_t BinSizeFor(const TrainOptions& o, LayerType type) {
+  const uint32_t by_type = o.bin_size_by_type[static_cast<int>(type)];
+  if (by_type) return by_type;
+  return o.bin_size ? o.bin_size : DefaultBinSize(type);
+}
+
+std::string BinSizeText(const TrainOptions& o) {
+  bool per_type = o.bin_size == 0;
+  for (uint32_t b : o.bin_size_by_type) per_type = per_type || b != 0;
+  if (!per_type) return std::to_string(o.bin_size);
+  std::string s = "per layer type:";
+  for (int t = 0; t < kLayerTypeCount; ++t) {
+    const auto type = static_cast<LayerType>(t);
+    s += std::string(t ? ", " : " ") + LayerTypeName(type) + " " +
+         std::to_string(BinSizeFor(o, type));
+    if (type == LayerType::kOther) s += " (biases, embeddings)";
+  }
+  return s;
 }
 
 Status CheckHooks(const TrainOptions& o, const TrainTestHooks& hooks) {

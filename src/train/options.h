@@ -21,6 +21,12 @@ double DefaultLr(Model model, Optimizer optimizer);
 // The options with defaults filled in, or InvalidArgument naming the option.
 Result<TrainOptions> Resolve(const TrainOptions& in);
 
+// The AdaComp bin size of a tensor of this layer type under these options.
+uint32_t BinSizeFor(const TrainOptions& o, LayerType type);
+
+// The bin-size setting in words, for the summary.
+std::string BinSizeText(const TrainOptions& o);
+
 // Settings a checkpoint must agree with to be resumed (`data`: the data set's
 // description).
 std::string Fingerprint(const TrainOptions& o, const std::string& data);

@@ -34,6 +34,10 @@ expect 2 "resnet" -- --model resnet
 expect 2 "" -- --epochs 2 --steps 3
 expect 2 "--checkpoint-dir" -- --resume
 expect 2 "STEP:LEARNER:TENSOR" -- --inject-nan 3
+expect 2 "unknown layer type 'gru'" -- --bin-sizes conv=50,gru=10
+expect 2 "'conv' is not TYPE=L_T" -- --bin-sizes conv
+expect 2 "L_T of fc must be between 1" -- --bin-sizes fc=0
+expect 2 "--dense-below must be >= 0" -- --dense-below -3
 expect 1 "/nonexistent/dir" -- --data-dir /nonexistent/dir --steps 1
 
 # A malformed IDX file is named.

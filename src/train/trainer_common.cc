@@ -116,6 +116,9 @@ std::string TrainSummary::ToJson() const {
   j["lr"] = lr;
   j["seed"] = seed;
   j["bin_size"] = bin_size;
+  j["dense_below"] = dense_below;
+  j["dense_warmup_steps"] = dense_warmup_steps;
+  j["dense_tensors"] = dense_tensors;
   j["parameters"] = parameters;
   j["tensors"] = tensors;
   j["train_examples"] = train_examples;

@@ -452,5 +452,89 @@ TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
   EXPECT_NE(r.status().message().find("exceeds the 320 training examples"), std::string::npos);
 }
 
+// --dense-warmup-steps: the warm-up steps are the dense run's steps (the same
+// ring all-reduce), and AdaComp takes over after them.
+TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
+  TrainOptions dense = Base();
+  dense.codec.codec = Codec::kDense;
+  dense.steps = 3;
+  TrainOptions warm = Base();
+  warm.dense_warmup_steps = 3;
+  warm.steps = 3;
+  const TrainSummary a = Run(dense), b = Run(warm);
+  EXPECT_EQ(a.weights_sha256, b.weights_sha256);
+  EXPECT_EQ(b.dense_warmup_steps, 3);
+
+  std::vector<StepMetrics> steps;
+  warm.steps = 6;
+  warm.log_every = 1;
+  warm.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  const TrainSummary c = Run(warm);
+  ASSERT_EQ(steps.size(), 6u);
+  for (const StepMetrics& m : steps) {
+    if (m.step <= 3) {
+      EXPECT_EQ(m.bytes_sent, m.dense_bytes) << m.step;  // the float32 all-reduce
+    } else {
+      EXPECT_LT(m.bytes_sent * 10, m.dense_bytes) << m.step;  // AdaComp frames
+    }
+  }
+  EXPECT_NE(c.weights_sha256, Run(dense).weights_sha256);
+  EXPECT_TRUE(c.replicas_identical);
+  // Selected-per-bin counts AdaComp's steps only: the warm-up's dense steps
+  // would put it at the bin size.
+  ASSERT_TRUE(c.selected_per_bin[static_cast<int>(LayerType::kFc)].has_value());
+  EXPECT_LT(*c.selected_per_bin[static_cast<int>(LayerType::kFc)], 50.0);
+}
+
+// --dense-below: small tensors go as dense frames; with every tensor below
+// the limit the run is the dense run.
+TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {
+  TrainOptions o = Base();
+  // mnist-cnn: the four biases (20, 50, 500 and 10 elements) and conv1's
+  // weight (20 x 1 x 5 x 5 = 500); conv2 (25,000) and the fc weights stay.
+  o.dense_below = 500;
+  const TrainSummary s = Run(o);
+  EXPECT_EQ(s.dense_tensors, 5);
+  EXPECT_TRUE(s.replicas_identical);
+  const auto other = s.rate[static_cast<int>(LayerType::kOther)];
+  ASSERT_TRUE(other.has_value());
+  EXPECT_LT(*other, 1.0);  // float32 values plus frame headers
+  EXPECT_GT(*other, 0.5);
+  EXPECT_GT(*s.rate[static_cast<int>(LayerType::kFc)], 20.0);  // still AdaComp
+
+  TrainOptions all = Base();
+  all.dense_below = int64_t{1} << 40;
+  TrainOptions dense = Base();
+  dense.codec.codec = Codec::kDense;
+  EXPECT_EQ(Run(all).weights_sha256, Run(dense).weights_sha256);
+
+  TrainOptions bad = Base();
+  bad.dense_below = -1;
+  EXPECT_FALSE(Train(bad).ok());
+}
+
+// --bin-sizes: a per-type bin size applies to that type's tensors only.
+TEST_F(TrainerTest, PerTypeBinSizes) {
+  TrainOptions one = Base();
+  one.bin_size = 100;
+  TrainOptions each = Base();
+  for (uint32_t& b : each.bin_size_by_type) b = 100;
+  const TrainSummary a = Run(one), b = Run(each);
+  EXPECT_EQ(a.weights_sha256, b.weights_sha256);
+
+  TrainOptions conv_default = Base();
+  conv_default.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 50;  // the default
+  EXPECT_EQ(Run(conv_default).weights_sha256, Run(Base()).weights_sha256);
+
+  TrainOptions conv_small = Base();
+  conv_small.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 10;
+  const TrainSummary c = Run(conv_small), d = Run(Base());
+  EXPECT_NE(c.weights_sha256, d.weights_sha256);
+  // Smaller conv bins select more conv elements: a lower conv rate.
+  const int conv = static_cast<int>(LayerType::kConv);
+  EXPECT_LT(*c.rate[conv], *d.rate[conv]);
+  EXPECT_NE(c.bin_size.find("conv 10"), std::string::npos) << c.bin_size;
+}
+
 }  // namespace
 }  // namespace adacomp

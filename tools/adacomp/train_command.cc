@@ -35,6 +35,7 @@ struct TrainArgs {
   std::string compressor = "adacomp";
   std::string values = "ternary";
   std::string lr_decay_epochs;
+  std::string bin_sizes;
   std::string summary_out;
   std::vector<std::string> inject_nan;
   std::string test_kill_rank, test_corrupt_frame;
@@ -112,6 +113,31 @@ Result<std::vector<int64_t>> ParseEpochList(const std::string& text) {
   return out;
 }
 
+// "conv=50,lstm=100" -> o->bin_size_by_type
+Status ParseBinSizes(const std::string& text, TrainOptions* o) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument("--bin-sizes: '" + item + "' is not TYPE=L_T");
+    }
+    auto type = ParseLayerType(item.substr(0, eq));
+    if (!type.ok()) {
+      return Status::InvalidArgument("--bin-sizes: unknown layer type '" + item.substr(0, eq) +
+                                     "' (expected conv, fc, lstm or other)");
+    }
+    auto v = ParseCount(item.substr(eq + 1), "--bin-sizes");
+    if (!v.ok()) return v.status();
+    if (*v < 1 || *v > 0xffffffffull) {
+      return Status::InvalidArgument("--bin-sizes: L_T of " + item.substr(0, eq) +
+                                     " must be between 1 and 4294967295");
+    }
+    o->bin_size_by_type[static_cast<int>(*type)] = static_cast<uint32_t>(*v);
+  }
+  return Status::OK();
+}
+
 int RunTrain(TrainArgs& a) {
   TrainOptions& o = a.o;
   TrainTestHooks& hooks = a.hooks;
@@ -137,6 +163,9 @@ int RunTrain(TrainArgs& a) {
   auto decay = ParseEpochList(a.lr_decay_epochs);
   if (!decay.ok()) return Fail(kCmd, kExitBadUsage, decay.status().message());
   o.lr_decay_epochs = *decay;
+  if (Status st = ParseBinSizes(a.bin_sizes, &o); !st.ok()) {
+    return Fail(kCmd, kExitBadUsage, st.message());
+  }
   for (const auto& spec : a.inject_nan) {
     NanInjection inj;
     long long s = 0;
@@ -258,6 +287,15 @@ int RunTrain(TrainArgs& a) {
   std::printf("  codec            %s%s%s\n", s.codec.c_str(),
               s.values.empty() ? "" : (" (" + s.values + ")").c_str(),
               s.codec == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
+  if (s.dense_tensors > 0 || s.dense_warmup_steps > 0) {
+    std::printf("  sent dense       %lld tensors of at most %lld elements%s\n",
+                static_cast<long long>(s.dense_tensors), static_cast<long long>(s.dense_below),
+                s.dense_warmup_steps > 0
+                    ? ("; every tensor in the first " + std::to_string(s.dense_warmup_steps) +
+                       " steps (warm-up)")
+                          .c_str()
+                    : "");
+  }
   std::printf("  learners         %d, global batch %lld (%lld per learner)\n", s.learners,
               static_cast<long long>(s.batch_size),
               static_cast<long long>(s.batch_size / std::max(1, s.learners)));
@@ -359,6 +397,15 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "comma-separated epochs at which lr is multiplied by --lr-decay-factor");
   app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
   app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
+  app->add_option("--bin-sizes", args->bin_sizes,
+                  "AdaComp L_T per layer type, e.g. conv=50,fc=500,lstm=100,other=500 (types "
+                  "left out keep --bin-size or the default)");
+  app->add_option("--dense-below", o.dense_below,
+                  "send tensors of at most this many elements dense (float32 frames, no "
+                  "residue) whatever the codec; 0 = off");
+  app->add_option("--dense-warmup-steps", o.dense_warmup_steps,
+                  "exchange the first N steps dense (ring all-reduce, residues untouched); "
+                  "0 = off");
   app->add_option("--values", args->values,
                   "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
