@@ -107,7 +107,11 @@ Result<CheckpointView> CheckpointView::Parse(std::span<const uint8_t> image,
     uint64_t len = GetLe(image.data() + pos, 8);
     pos += 8;
     if (end - pos < len) return bad("record '" + name + "' is truncated");
-    view.records_[name].assign(image.begin() + pos, image.begin() + pos + len);
+    // The writer never repeats a name; a second copy would silently replace
+    // the first, so the file is not one it wrote.
+    auto [it, inserted] = view.records_.try_emplace(name);
+    if (!inserted) return bad("record '" + name + "' appears twice");
+    it->second.assign(image.begin() + pos, image.begin() + pos + len);
     pos += len;
   }
   if (pos != end) return bad("unexpected bytes after the last record");

@@ -8,8 +8,9 @@
 //         16   8        total file length in bytes
 //         24   ...      records: u32 name length, name, u64 data length, data
 //        end-32 32      SHA-256 of every byte before it
-// All integers little-endian. A file whose length, structure or checksum is
-// wrong is rejected as Corruption naming the file and the problem.
+// All integers little-endian. Record names are distinct. A file whose
+// length, structure or checksum is wrong, or that repeats a record name, is
+// rejected as Corruption naming the file and the problem.
 //
 // Files are written atomically: to NAME.tmp, fsync, rename over NAME, fsync
 // of the directory; a crash leaves either the old or the new file. Files are

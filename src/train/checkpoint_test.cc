@@ -61,6 +61,22 @@ TEST(Checkpoint, EveryFlippedByteIsDetected) {
   EXPECT_NE(view.status().message().find("checksum mismatch"), std::string::npos);
 }
 
+// Found by fuzz_checkpoint (fuzz/regressions/fuzz_checkpoint/
+// duplicate_record_name): a second record of the same name used to replace
+// the first silently; the file is now rejected.
+TEST(Checkpoint, RepeatedRecordNameIsRejected) {
+  CheckpointBuilder b;
+  b.AddU64("steps_done", 1);
+  b.AddString("fingerprint", "x");
+  b.AddU64("steps_done", 2);
+  auto view = CheckpointView::Parse(b.Serialize(), "dup.ckpt");
+  ASSERT_FALSE(view.ok());
+  EXPECT_EQ(view.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(view.status().message().find("dup.ckpt"), std::string::npos);
+  EXPECT_NE(view.status().message().find("'steps_done' appears twice"), std::string::npos)
+      << view.status().ToString();
+}
+
 TEST(Checkpoint, AtomicWriteKeepsTheNewestTwo) {
   TempDir dir("ckpt");
   std::string sub = dir.Path("a/b");

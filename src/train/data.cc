@@ -18,7 +18,7 @@ Result<std::vector<uint8_t>> ReadMaybeGzip(const std::string& path, uint64_t max
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) return Status::IOError(path + ": cannot open");
   std::vector<uint8_t> out;
-  std::vector<uint8_t> chunk(1 << 20);
+  std::vector<uint8_t> chunk(1 << 16);
   while (true) {
     int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
     if (n < 0) {
@@ -160,7 +160,6 @@ bool LooksLikeCifarDir(const std::string& dir) {
 }
 
 Result<ImageSet> LoadCifarDir(const std::string& dir, bool train) {
-  constexpr int64_t kRecord = 3073;
   std::vector<std::string> files;
   if (train) {
     for (int i = 1; i <= 5; ++i) {
@@ -176,23 +175,33 @@ Result<ImageSet> LoadCifarDir(const std::string& dir, bool train) {
   set.classes = 10;
   for (const auto& f : files) {
     ADACOMP_ASSIGN_OR_RETURN(auto bytes, ReadMaybeGzip(f, uint64_t{1} << 30));
-    if (bytes.empty() || bytes.size() % kRecord != 0) {
-      return Status::Corruption(f + ": " + std::to_string(bytes.size()) +
-                                " bytes is not a whole number of 3073-byte CIFAR-10 records");
-    }
-    int64_t n = static_cast<int64_t>(bytes.size()) / kRecord;
-    for (int64_t r = 0; r < n; ++r) {
-      const uint8_t* rec = bytes.data() + r * kRecord;
-      if (rec[0] >= 10) {
-        return Status::Corruption(f + ": record " + std::to_string(r) + " has label " +
-                                  std::to_string(rec[0]) + ", not in 0..9");
-      }
-      set.labels.push_back(rec[0]);
-      set.pixels.insert(set.pixels.end(), rec + 1, rec + kRecord);
-    }
-    set.count += n;
+    ADACOMP_RETURN_IF_ERROR(ParseCifarBatch(bytes, f, &set));
   }
   return set;
+}
+
+Status ParseCifarBatch(std::span<const uint8_t> bytes, const std::string& path, ImageSet* set) {
+  constexpr size_t kRecord = 3073;
+  if (bytes.empty() || bytes.size() % kRecord != 0) {
+    return Status::Corruption(path + ": " + std::to_string(bytes.size()) +
+                              " bytes is not a whole number of 3073-byte CIFAR-10 records");
+  }
+  const size_t n = bytes.size() / kRecord;
+  // Every label is checked before *set is touched.
+  for (size_t r = 0; r < n; ++r) {
+    const uint8_t label = bytes[r * kRecord];
+    if (label >= 10) {
+      return Status::Corruption(path + ": record " + std::to_string(r) + " has label " +
+                                std::to_string(label) + ", not in 0..9");
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    const uint8_t* rec = bytes.data() + r * kRecord;
+    set->labels.push_back(rec[0]);
+    set->pixels.insert(set->pixels.end(), rec + 1, rec + kRecord);
+  }
+  set->count += static_cast<int64_t>(n);
+  return Status::OK();
 }
 
 ImageSet PadTo32x32x3(const ImageSet& in) {
@@ -218,7 +227,19 @@ ImageSet PadTo32x32x3(const ImageSet& in) {
   return out;
 }
 
+namespace {
+Status CheckTestFraction(double test_fraction) {
+  // Written so that NaN fails too.
+  if (!(test_fraction >= 0.0 && test_fraction < 1.0)) {
+    return Status::InvalidArgument("text corpus: test fraction " + std::to_string(test_fraction) +
+                                   " is not in [0, 1)");
+  }
+  return Status::OK();
+}
+}  // namespace
+
 Result<TextCorpus> LoadTextCorpus(const std::string& path, double test_fraction) {
+  ADACOMP_RETURN_IF_ERROR(CheckTestFraction(test_fraction));
   std::error_code ec;
   std::vector<std::string> files;
   bool from_dir = false;
@@ -244,21 +265,31 @@ Result<TextCorpus> LoadTextCorpus(const std::string& path, double test_fraction)
   TextCorpus corpus;
   for (const auto& f : files) {
     ADACOMP_ASSIGN_OR_RETURN(auto bytes, ReadMaybeGzip(f, uint64_t{1} << 30));
-    if (std::find(bytes.begin(), bytes.end(), uint8_t{0}) != bytes.end()) {
-      if (from_dir) continue;  // a binary file among text files: skip it
-      return Status::Corruption(f + ": contains NUL bytes; not a text file");
-    }
-    if (bytes.empty()) continue;
-    size_t test_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * test_fraction);
-    size_t split = bytes.size() - test_bytes;
-    corpus.train.insert(corpus.train.end(), bytes.begin(), bytes.begin() + split);
-    corpus.test.insert(corpus.test.end(), bytes.begin() + split, bytes.end());
-    corpus.files.push_back(f);
+    ADACOMP_RETURN_IF_ERROR(AddTextFile(bytes, f, test_fraction, from_dir, &corpus));
   }
   if (corpus.train.empty()) {
     return Status::NotFound(path + ": no text found (empty, or only skipped files)");
   }
   return corpus;
+}
+
+Status AddTextFile(std::span<const uint8_t> bytes, const std::string& path, double test_fraction,
+                   bool skip_binary, TextCorpus* corpus) {
+  ADACOMP_RETURN_IF_ERROR(CheckTestFraction(test_fraction));
+  if (std::find(bytes.begin(), bytes.end(), uint8_t{0}) != bytes.end()) {
+    if (skip_binary) return Status::OK();  // a binary file among text files: skip it
+    return Status::Corruption(path + ": contains NUL bytes; not a text file");
+  }
+  if (bytes.empty()) return Status::OK();
+  // floor(size * fraction) <= size for a fraction in [0, 1); min() keeps the
+  // split inside the file whatever the rounding.
+  const size_t test_bytes = std::min(
+      bytes.size(), static_cast<size_t>(static_cast<double>(bytes.size()) * test_fraction));
+  const size_t split = bytes.size() - test_bytes;
+  corpus->train.insert(corpus->train.end(), bytes.begin(), bytes.begin() + split);
+  corpus->test.insert(corpus->test.end(), bytes.begin() + split, bytes.end());
+  corpus->files.push_back(path);
+  return Status::OK();
 }
 
 std::string ToHexByte(uint8_t b) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,12 @@ Result<ImageSet> LoadMnistDir(const std::string& dir, bool train);
 
 // CIFAR-10 binary directory: data_batch_1..5.bin (train) or test_batch.bin.
 Result<ImageSet> LoadCifarDir(const std::string& dir, bool train);
+// Parses the bytes of one CIFAR-10 batch (`path` names it in errors) and
+// appends its records to *set (count, labels, pixels; the shape fields are
+// not touched). The bytes must be a non-empty whole number of 3073-byte
+// records with labels in 0..9; otherwise Corruption and *set is unchanged.
+// LoadCifarDir reads each file with ReadMaybeGzip and calls this.
+Status ParseCifarBatch(std::span<const uint8_t> bytes, const std::string& path, ImageSet* set);
 // True when dir holds data_batch_1.bin (so the caller can fall back otherwise).
 bool LooksLikeCifarDir(const std::string& dir);
 
@@ -64,6 +71,16 @@ struct TextCorpus {
   std::vector<uint8_t> test;
   std::vector<std::string> files;  // the files read, in order
 };
+// test_fraction must be in [0, 1) (InvalidArgument otherwise).
 Result<TextCorpus> LoadTextCorpus(const std::string& path, double test_fraction = 0.1);
+
+// Adds the bytes of one text file (`path` names it in errors) to *corpus the
+// way LoadTextCorpus does: the first size - floor(size * test_fraction) bytes
+// to train, the rest to test, and path to files. An empty file is skipped; a
+// file with a NUL byte is skipped when skip_binary (LoadTextCorpus reading a
+// directory), else Corruption. test_fraction outside [0, 1) is
+// InvalidArgument. *corpus is unchanged on an error or a skipped file.
+Status AddTextFile(std::span<const uint8_t> bytes, const std::string& path, double test_fraction,
+                   bool skip_binary, TextCorpus* corpus);
 
 }  // namespace adacomp::train

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "test_files.h"
@@ -166,6 +167,25 @@ TEST(Cifar, MalformedBatches) {
               "record 1 has label 10");
 }
 
+TEST(Cifar, ParseCifarBatchAppendsOrLeavesTheSetAlone) {
+  ImageSet set;
+  ASSERT_TRUE(ParseCifarBatch(CifarRecords(2, 4), "a.bin", &set).ok());
+  ASSERT_TRUE(ParseCifarBatch(CifarRecords(1, 9), "b.bin", &set).ok());
+  EXPECT_EQ(set.count, 3);
+  EXPECT_EQ(set.labels, (std::vector<uint8_t>{4, 5, 9}));
+  EXPECT_EQ(set.pixels.size(), 3u * 3072u);
+  auto bad = CifarRecords(3, 0);
+  bad[2 * 3073] = 10;  // the last record's label
+  const ImageSet before = set;
+  ExpectError(ParseCifarBatch(bad, "c.bin", &set), StatusCode::kCorruption, "c.bin",
+              "record 2 has label 10");
+  EXPECT_EQ(set.count, before.count);
+  EXPECT_EQ(set.labels, before.labels);
+  EXPECT_EQ(set.pixels, before.pixels);
+  ExpectError(ParseCifarBatch({}, "d.bin", &set), StatusCode::kCorruption, "d.bin",
+              "0 bytes is not a whole number");
+}
+
 TEST(Pad, PadsAndRepeatsChannels) {
   ImageSet in;
   in.count = 1;
@@ -211,6 +231,41 @@ TEST(Text, SingleFileErrors) {
               "no text");
   ExpectError(LoadTextCorpus(dir.Path("nope")).status(), StatusCode::kNotFound, "nope",
               "no such file");
+}
+
+// A test fraction outside [0, 1) used to make the split point wrap around
+// (1.5: bytes.begin() + a huge offset, out of bounds; NaN: an undefined
+// float-to-integer conversion). Now InvalidArgument, before any file is read.
+TEST(Text, TestFractionOutsideZeroToOneIsRejected) {
+  TempDir dir("text");
+  WriteBytes(dir.Path("a.txt"), {'h', 'e', 'l', 'l', 'o'}, false);
+  for (double f : {1.0, 1.5, -0.25, std::nan(""), HUGE_VAL}) {
+    auto corpus = LoadTextCorpus(dir.Path("a.txt"), f);
+    ASSERT_FALSE(corpus.ok()) << f;
+    EXPECT_EQ(corpus.status().code(), StatusCode::kInvalidArgument) << f;
+    EXPECT_NE(corpus.status().message().find("test fraction"), std::string::npos);
+    TextCorpus c;
+    const std::vector<uint8_t> text = {'a', 'b'};
+    EXPECT_EQ(AddTextFile(text, "t", f, false, &c).code(), StatusCode::kInvalidArgument) << f;
+    EXPECT_TRUE(c.train.empty() && c.test.empty() && c.files.empty());
+  }
+  auto ok = LoadTextCorpus(dir.Path("a.txt"), 0.4);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->train, (std::vector<uint8_t>{'h', 'e', 'l'}));
+  EXPECT_EQ(ok->test, (std::vector<uint8_t>{'l', 'o'}));
+}
+
+TEST(Text, AddTextFileSplitsSkipsAndRejects) {
+  TextCorpus c;
+  const std::vector<uint8_t> a = {'a', 'b', 'c', 'd'}, bin = {'x', 0};
+  ASSERT_TRUE(AddTextFile(a, "a", 0.5, false, &c).ok());
+  ASSERT_TRUE(AddTextFile(bin, "bin", 0.5, true, &c).ok());    // skipped
+  ASSERT_TRUE(AddTextFile({}, "empty", 0.5, false, &c).ok());  // skipped
+  EXPECT_EQ(c.train, (std::vector<uint8_t>{'a', 'b'}));
+  EXPECT_EQ(c.test, (std::vector<uint8_t>{'c', 'd'}));
+  EXPECT_EQ(c.files, (std::vector<std::string>{"a"}));
+  ExpectError(AddTextFile(bin, "bin", 0.5, false, &c), StatusCode::kCorruption, "bin", "NUL");
+  EXPECT_EQ(c.files.size(), 1u);
 }
 
 TEST(Text, RealFortunesIfInstalled) {
