@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/) with clang-14 into build-fuzz and runs
-# each for a bounded time, failing on any finding (crash, sanitizer report,
+# Builds the libFuzzer targets (fuzz/: the wire decoder and codecs, and the
+# checkpoint / IDX / CIFAR-10 / text file readers) with clang-14 into
+# build-fuzz and runs each for a bounded time, failing on any finding (crash, sanitizer report,
 # property violation, timeout, too much memory).
 #
 # Usage: bash scripts/fuzz.sh [target...]      (default: all targets)
@@ -23,7 +24,9 @@ BUILD=${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 SECS=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-2}
 TARGETS=("$@")
-if [ ${#TARGETS[@]} -eq 0 ]; then TARGETS=(fuzz_decode fuzz_roundtrip); fi
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  TARGETS=(fuzz_decode fuzz_roundtrip fuzz_checkpoint fuzz_idx fuzz_cifar fuzz_text)
+fi
 
 CXX_BIN=${FUZZ_CXX:-clang++-14}
 C_BIN=${FUZZ_CC:-clang-14}
@@ -44,10 +47,12 @@ cmake --build "$BUILD" --target "${TARGETS[@]}" -j"$JOBS"
 # Per-target input size bound: decode inputs are frames (16 KiB covers
 # thousands of elements of every codec and streams of several frames);
 # roundtrip inputs are settings plus gradient bytes (a generator continues
-# after the input, so 4 KiB is plenty).
+# after the input, so 4 KiB is plenty); a CIFAR-10 record is 3073 bytes, so
+# 8 KiB holds two; checkpoints, IDX and text files are fine in 4 KiB.
 max_len_of() {
   case "$1" in
     fuzz_decode) echo 16384 ;;
+    fuzz_cifar) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
@@ -65,7 +70,9 @@ for t in "${TARGETS[@]}"; do
   set +e
   # -malloc_limit_mb: one allocation above 64 MiB is a finding (the decoder
   # must never size memory from an unchecked header; legitimate allocations
-  # here are at most a few MiB). -rss_limit_mb bounds the whole process.
+  # here are at most a few MiB; the file readers' buffers are sized by what
+  # the input holds, never by a header field). -rss_limit_mb bounds the
+  # whole process.
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
     "$BUILD/fuzz/$t" -max_total_time="$SECS" -max_len="$(max_len_of "$t")" \
