@@ -477,15 +477,8 @@ Result<TrainSummary> Learner::Run() {
     for (const auto& note : data_->notes) Message("note: " + note);
     int64_t params = 0;
     for (const auto& p : model_.params) params += p.elements;
-    Message("training " + std::string(ModelName(o_.model)) + " (" + std::to_string(params) +
-            " parameters in " + std::to_string(model_.params.size()) + " tensors) on " +
-            data_->description + " (" + std::to_string(data_->train_count) + " train / " +
-            std::to_string(data_->test_count) + " test examples): " + std::to_string(p_) +
-            " learners, " + std::string(CodecName(o_.codec.codec)) + ", " +
-            std::string(OptimizerName(o_.optimizer)) + " lr " + ShortDouble(o_.lr) +
-            ", global batch " + std::to_string(o_.batch_size) + ", " +
-            std::to_string(total_steps_) + " steps (" + std::to_string(steps_per_epoch_) +
-            " per epoch)");
+    Message(StartLine(o_, params, static_cast<int64_t>(model_.params.size()), data_->description,
+                      data_->train_count, data_->test_count, total_steps_, steps_per_epoch_));
   }
   if (o_.resume) ADACOMP_RETURN_IF_ERROR(Resume());
   if (rank_ == 0 && !o_.metrics_out.empty()) {
@@ -565,24 +558,14 @@ Result<TrainSummary> Learner::Run() {
                      timing_.update,   transport_sent_,     transport_received_};
   ADACOMP_RETURN_IF_ERROR(
       GatherReports(comm_, mine, steps_done_ - std::max<int64_t>(resumed_from_, 0), &s));
-  s.model = std::string(ModelName(o_.model));
+  FillSettings(o_, &s);
   s.data = data_->description;
-  s.codec = std::string(CodecName(o_.codec.codec));
-  s.values = o_.codec.codec == Codec::kAdaComp ? std::string(ValueModeName(o_.codec.values)) : "";
-  if (exchange_->all_reduce_half()) s.values = "fp16";
-  s.optimizer = std::string(OptimizerName(o_.optimizer));
-  s.learners = p_;
-  s.batch_size = o_.batch_size;
   s.steps = steps_done_;
   s.skipped_steps = skipped_;
   s.resumed_from_step = resumed_from_;
   s.steps_per_epoch = steps_per_epoch_;
   s.epochs = static_cast<double>(steps_done_) / static_cast<double>(steps_per_epoch_);
-  s.lr = o_.lr;
-  s.seed = o_.seed;
-  s.bin_size = o_.codec.codec == Codec::kAdaComp ? BinSizeText(o_) : "n/a";
-  s.dense_below = o_.dense_below;
-  s.dense_warmup_steps = warmup_exchange_ ? o_.dense_warmup_steps : 0;
+  if (!warmup_exchange_) s.dense_warmup_steps = 0;
   for (size_t k = 0; k < exchange_->tensors(); ++k) {
     const Codec c = exchange_->tensor(k).codec.codec;
     if (c == Codec::kDense && o_.codec.codec != Codec::kDense) ++s.dense_tensors;

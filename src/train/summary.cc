@@ -5,6 +5,7 @@
 #include <span>
 
 #include "byte_io.h"
+#include "options.h"
 
 namespace adacomp::train {
 
@@ -51,6 +52,34 @@ Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t step
   s->decompress_seconds = mean[3];
   s->update_seconds = mean[4];
   return Status::OK();
+}
+
+void FillSettings(const TrainOptions& o, TrainSummary* s) {
+  const bool adacomp = o.codec.codec == Codec::kAdaComp;
+  s->model = std::string(ModelName(o.model));
+  s->codec = std::string(CodecName(o.codec.codec));
+  s->values = adacomp ? std::string(ValueModeName(o.codec.values)) : "";
+  if (o.codec.codec == Codec::kDense && o.codec.values == ValueMode::kFp16) s->values = "fp16";
+  s->optimizer = std::string(OptimizerName(o.optimizer));
+  s->learners = o.learners;
+  s->batch_size = o.batch_size;
+  s->lr = o.lr;
+  s->seed = o.seed;
+  s->bin_size = adacomp ? BinSizeText(o) : "n/a";
+  s->dense_below = o.dense_below;
+  s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
+}
+
+std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,
+                      const std::string& data, int64_t train_examples, int64_t test_examples,
+                      int64_t total_steps, int64_t steps_per_epoch) {
+  return "training " + std::string(ModelName(o.model)) + " (" + std::to_string(parameters) +
+         " parameters in " + std::to_string(tensors) + " tensors) on " + data + " (" +
+         std::to_string(train_examples) + " train / " + std::to_string(test_examples) +
+         " test examples): " + std::to_string(o.learners) + " learners, " +
+         std::string(CodecName(o.codec.codec)) + ", " + std::string(OptimizerName(o.optimizer)) +
+         " lr " + ShortDouble(o.lr) + ", global batch " + std::to_string(o.batch_size) + ", " +
+         std::to_string(total_steps) + " steps (" + std::to_string(steps_per_epoch) + " per epoch)";
 }
 
 }  // namespace adacomp::train

@@ -26,6 +26,16 @@ struct LearnerReport {
 // for the per-step traffic) into s: learner_weights_sha256,
 // learner_state_sha256, replicas_identical (against mine), the *_seconds
 // means and transport_*_per_step.
+// The fields of s that the (resolved) options decide: model, codec, values
+// (fp16 for the half all-reduce), optimizer, learners, batch size, lr, seed,
+// bin size, dense_below and dense_warmup_steps.
+void FillSettings(const TrainOptions& o, TrainSummary* s);
+
+// Rank 0's first line: what is trained on what, how.
+std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,
+                      const std::string& data, int64_t train_examples, int64_t test_examples,
+                      int64_t total_steps, int64_t steps_per_epoch);
+
 Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t steps_ran,
                      TrainSummary* s);
 
