@@ -25,6 +25,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_full  # noqa: E402  (the --scale full part of the doc)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
 DOC = os.path.join(ROOT, "docs", "results.md")
@@ -383,7 +386,8 @@ def write_doc(configs, scale, command, notes_path):
     "`adacomp train --summary-out` summary per row). Do not edit the tables "
     "by hand: rerun the script.")
   w("")
-  w("## How these were produced")
+  out.extend(results_full.section(make_full_configs(None), FULL_LENGTHS, FULL_SEEDS))
+  w("## Quick scale (`--scale quick`): how these were produced")
   w("")
   w("```")
   w(command)
@@ -532,11 +536,15 @@ def main():
         if not run_one(args.adacomp, c, log):
           failed.append(c["id"])
           print("  failed; see %s" % args.log, flush=True)
-  if args.scale == "full":
-    print("%d of %d full-scale runs present" % (
-        sum(os.path.exists(result_path(c)) for c in configs), len(configs)))
-    return 1 if failed else 0
-  missing = write_doc(configs, args.scale, command,
+  full = make_full_configs(args.cifar_dir)
+  for path in results_full.plots(full):
+    print("wrote %s" % path)
+  print("%d of %d full-scale runs present" % (
+      sum(os.path.exists(result_path(c)) for c in full), len(full)))
+  quick = configs if args.scale == "quick" else make_configs("quick", args.cifar_dir)
+  quick_command = "/usr/bin/python3 scripts/results.py --scale quick%s" % (
+      (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
+  missing = write_doc(quick, "quick", quick_command,
                       os.path.join(RESULTS, "discussion.md"))
   print("wrote %s (%d configurations missing)" % (DOC, len(missing)))
   return 1 if failed else 0

@@ -118,6 +118,9 @@ struct TrainOptions {
   int64_t eval_every = 0;   // > 0: also evaluate every N steps
   int64_t log_every = 20;   // metrics/progress every N steps (and the last step)
   std::string metrics_out;  // JSONL path, "" = none
+  // JSONL path, "" = none: rank 0's residue diagnostics per tensor every
+  // log_every steps (src/train/diagnostics.h); codecs with a residue only.
+  std::string diagnostics_out;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // > 0: also every N steps (always every epoch end)
   int keep_checkpoints = 2;

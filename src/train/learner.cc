@@ -29,6 +29,7 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
+#include "diagnostics.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
@@ -105,6 +106,8 @@ class Learner {
   Replica model_;
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
+  std::unique_ptr<ResidueProbe> probe_;                // --diagnostics-out, rank 0; else null
+  std::unique_ptr<std::ofstream> diagnostics_file_;
   std::unique_ptr<OptimizerState> optimizer_;
   std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
@@ -343,6 +346,14 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
     });
   }
+  const bool probe = probe_ && !warmup;
+  if (probe) {
+    for (size_t k = 0; k < exchange.compressors(); ++k) {
+      if (!exchange.compressor(k).residue().empty()) {
+        probe_->Before(k, exchange.compressor(k).residue());
+      }
+    }
+  }
   ExchangeResult xr;
   const Status exchanged = exchange.Step(grad_spans_, loss_value, agg_, &xr, gate_);
   exchange.SetSendHook(nullptr);
@@ -383,6 +394,14 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     return Status::OK();
   }
   consecutive_bad_ = 0;
+  if (probe) {
+    for (size_t k = 0; k < exchange.compressors(); ++k) {
+      if (!exchange.compressor(k).residue().empty()) {
+        probe_->After(k, grad_spans_[k], exchange.compressor(k).residue());
+      }
+    }
+    probe_->EndStep();
+  }
 
   Totals step_totals;
   for (size_t k = 0; k < model_.params.size(); ++k) {
@@ -488,6 +507,18 @@ Result<TrainSummary> Learner::Run() {
       return Status::IOError(o_.metrics_out + ": cannot open for writing");
     }
   }
+  if (rank_ == 0 && !o_.diagnostics_out.empty()) {
+    std::vector<ResidueProbe::Tensor> probed;
+    for (size_t k = 0; k < model_.params.size(); ++k) {
+      probed.push_back({model_.params[k].name, LayerTypeName(model_.params[k].type),
+                        static_cast<size_t>(model_.params[k].elements)});
+    }
+    probe_ = std::make_unique<ResidueProbe>(std::move(probed));
+    diagnostics_file_ = std::make_unique<std::ofstream>(o_.diagnostics_out, std::ios::trunc);
+    if (!*diagnostics_file_) {
+      return Status::IOError(o_.diagnostics_out + ": cannot open for writing");
+    }
+  }
   bool evaluated_at_end = false;
   bool stopped_early = false;
   const bool checkpoints = !o_.checkpoint_dir.empty();
@@ -504,6 +535,10 @@ Result<TrainSummary> Learner::Run() {
       if (metrics_file_ && (steps_done_ % o_.log_every == 0 || last)) {
         *metrics_file_ << m.ToJson() << "\n";
         metrics_file_->flush();
+      }
+      if (diagnostics_file_ && (steps_done_ % o_.log_every == 0 || last)) {
+        *diagnostics_file_ << probe_->Line(steps_done_) << "\n";
+        diagnostics_file_->flush();
       }
       if (o_.on_step) o_.on_step(m);
     }

@@ -536,5 +536,32 @@ TEST_F(TrainerTest, PerTypeBinSizes) {
   EXPECT_NE(c.bin_size.find("conv 10"), std::string::npos) << c.bin_size;
 }
 
+// --diagnostics-out reads the residues without changing the run.
+TEST_F(TrainerTest, DiagnosticsLeaveTheRunUnchanged) {
+  TempDir dir("diagnostics");
+  TrainOptions o = Base();
+  o.log_every = 2;
+  const TrainSummary plain = Run(o);
+  o.diagnostics_out = dir.Path() + "/d.jsonl";
+  const TrainSummary probed = Run(o);
+  EXPECT_EQ(plain.weights_sha256, probed.weights_sha256);
+  EXPECT_EQ(plain.learner_state_sha256, probed.learner_state_sha256);
+  std::ifstream in(o.diagnostics_out);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    ++lines;
+    EXPECT_EQ(j["step"].get<int>(), 2 * lines);
+    ASSERT_EQ(j["tensors"].size(), 8u);  // mnist-cnn: 4 weights, 4 biases
+    for (const auto& t : j["tensors"]) {
+      EXPECT_GT(t["sent_share"].get<double>(), 0.0) << t["name"];
+      EXPECT_LT(t["sent_share"].get<double>(), 0.5) << t["name"];
+      EXPECT_LE(t["wait_max"].get<int>(), 2 * lines) << t["name"];
+    }
+  }
+  EXPECT_EQ(lines, 3);  // 6 steps, every 2nd
+}
+
 }  // namespace
 }  // namespace adacomp

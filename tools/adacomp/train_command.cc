@@ -416,6 +416,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--threads", o.threads,
                   "learners computing at once (default: cores); results do not depend on it");
   app->add_option("--metrics-out", o.metrics_out, "JSONL file, one object per logged step");
+  app->add_option("--diagnostics-out", o.diagnostics_out,
+                  "JSONL file: rank 0's residue per tensor every --log-every steps (share "
+                  "sent, scale vs |G| sent, residue and gradient norms, steps elements wait)");
   app->add_option("--summary-out", args->summary_out, "JSON file with the run summary");
   app->add_option(
       "--checkpoint-dir", o.checkpoint_dir,

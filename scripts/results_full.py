@@ -1,0 +1,322 @@
+"""The full-scale part of docs/results.md (scripts/results.py --scale full).
+
+Reads results/full/*.json (one `adacomp train --summary-out` summary per run,
+with the "run" object results.py adds) and *.metrics.jsonl (step metrics),
+and writes the tables (seed means and spreads, gaps against dense, per-epoch
+gaps, targets met or missed) and the PNG plots under docs/img/. Standard
+library, plus matplotlib for the plots (Debian python3-matplotlib); without
+matplotlib the tables are still written and the plots are skipped.
+"""
+
+import json
+import os
+import statistics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FULL_DIR = os.path.join(ROOT, "results", "full")
+IMG_DIR = os.path.join(ROOT, "docs", "img")
+MODELS = ("mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm")
+OPTIMIZERS = ("sgd", "adam")
+LAYER_TYPES = ("conv", "fc", "lstm", "other")
+# Issue 13's targets: at the end, AdaComp within 0.3 points of dense (or the
+# seed spread if larger); char-lstm within 0.02 nats per character.
+ACC_TOLERANCE = 0.003
+LOSS_TOLERANCE = 0.02
+RATE_TARGETS = {"conv": 40.0, "fc": 200.0, "lstm": 200.0}
+
+
+def load_runs(configs):
+  """{config id: (config, summary)} for the runs present."""
+  out = {}
+  for c in configs:
+    path = os.path.join(FULL_DIR, c["id"] + ".json")
+    if os.path.exists(path):
+      with open(path) as f:
+        out[c["id"]] = (c, json.load(f))
+  return out
+
+
+def is_lstm(model):
+  return model == "char-lstm"
+
+
+def final_metric(r):
+  """Test accuracy (images) or test loss per character (char-lstm)."""
+  if is_lstm(r["model"]):
+    return r.get("test_loss_per_char", r.get("test_loss"))
+  return r["test_accuracy"]
+
+
+def epoch_metric(model, e):
+  return e["test_loss"] if is_lstm(model) else e["test_accuracy"]
+
+
+def codec_of(r):
+  return r.get("codec", r.get("compressor"))
+
+
+def cell_runs(runs, model, optimizer, codec, table="models", tag=""):
+  """The summaries of one cell, one per seed, seed order."""
+  out = []
+  for c, r in runs.values():
+    a = c["args"]
+    if (c["table"] == table and a[1] == model and a[5] == optimizer and
+        a[3] == codec and c.get("tag", "") == tag):
+      out.append((c["seed"], r))
+  return [r for _, r in sorted(out, key=lambda x: x[0])]
+
+
+def spread(values):
+  """(mean, max - min) over seeds; spread 0 for one seed."""
+  if not values:
+    return None, None
+  return statistics.fmean(values), (max(values) - min(values))
+
+
+def fmt_value(model, v):
+  if v is None:
+    return "-"
+  return ("%.3f" % v) if is_lstm(model) else ("%.2f%%" % (100 * v))
+
+
+def fmt_gap(model, g):
+  if g is None:
+    return "-"
+  return ("%+.3f" % g) if is_lstm(model) else ("%+.2f pt" % (100 * g))
+
+
+def fmt_spread(model, s, n):
+  if s is None or n < 2:
+    return "(1 seed)"
+  return ("%.3f" % s) if is_lstm(model) else ("%.2f pt" % (100 * s))
+
+
+def fmt_rate(v):
+  if v is None:
+    return "-"
+  return "%.0fx" % v if v >= 100 else "%.1fx" % v
+
+
+def mean_rates(rs):
+  out = {}
+  for t in LAYER_TYPES + ("end_to_end",):
+    vals = [r["compression_rate"][t] for r in rs if r["compression_rate"].get(t) is not None]
+    out[t] = statistics.fmean(vals) if vals else None
+  return out
+
+
+def verdict(model, dense, ada, rates):
+  """'met' / 'missed' for the end-of-training target, with the reason."""
+  dm, ds = spread([final_metric(r) for r in dense])
+  am, as_ = spread([final_metric(r) for r in ada])
+  if dm is None or am is None:
+    return "not run"
+  tol = LOSS_TOLERANCE if is_lstm(model) else ACC_TOLERANCE
+  tol = max(tol, ds or 0, as_ or 0)
+  gap = (dm - am) if is_lstm(model) else (am - dm)  # > 0: AdaComp better
+  ok = gap >= -tol
+  rate_ok = all(rates.get(t) is None or rates[t] >= need for t, need in RATE_TARGETS.items())
+  words = "met" if ok else "missed"
+  if not rate_ok:
+    words += ", rate below target"
+  return words
+
+
+def per_epoch_gaps(model, dense, ada):
+  """Mean over seeds of AdaComp - dense at each epoch end (accuracy) or
+  dense - AdaComp (loss), so negative means AdaComp is behind."""
+  n = min([len(r["epoch_metrics"]) for r in dense + ada] or [0])
+  gaps = []
+  for i in range(n):
+    d = statistics.fmean(epoch_metric(model, r["epoch_metrics"][i]) for r in dense)
+    a = statistics.fmean(epoch_metric(model, r["epoch_metrics"][i]) for r in ada)
+    gaps.append((d - a) if is_lstm(model) else (a - d))
+  return gaps
+
+
+def section(configs, lengths, seeds):
+  """The markdown of the full-scale part (a list of lines)."""
+  runs = load_runs(configs)
+  lines = []
+  w = lines.append
+  w("## Trained to the end (`--scale full`)")
+  w("")
+  if not runs:
+    w("No full-scale run has finished yet (results/full/ is empty).")
+    w("")
+    return lines
+  total = sum(r["run"]["elapsed_seconds"] for _, r in runs.values())
+  w("Each model trained with a step learning-rate schedule (x0.1 at two epochs), "
+    "4 learners, global batch 128, seeds %s; dense is the float32 ring all-reduce, "
+    "AdaComp the paper's default (ternary, L_T 50 conv / 500 otherwise). %d of %d "
+    "runs present (%.0f minutes of training). Lengths: %s." % (
+        ", ".join(str(s) for s in seeds), len(runs), len(configs), total / 60,
+        "; ".join("%s %d epochs, decay at %s" % (m, e, ", ".join(str(x) for x in d))
+                  for m, (e, d) in lengths.items())))
+  w("")
+  w("A gap counts only beyond the tolerance: 0.3 points (0.02 nats per character "
+    "for char-lstm) or the seed spread (max - min over seeds), whichever is larger.")
+  w("")
+  w("| model | opt | seeds | dense | AdaComp | gap | spread (dense / AdaComp) | "
+    "conv | fc | lstm | other | e2e | target |")
+  w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+  epoch_rows = []
+  for model in MODELS:
+    for opt in OPTIMIZERS:
+      dense = cell_runs(runs, model, opt, "dense")
+      ada = cell_runs(runs, model, opt, "adacomp")
+      if not dense and not ada:
+        continue
+      dm, ds = spread([final_metric(r) for r in dense])
+      am, as_ = spread([final_metric(r) for r in ada])
+      rates = mean_rates(ada) if ada else {}
+      gap = None
+      if dm is not None and am is not None:
+        gap = (dm - am) if is_lstm(model) else (am - dm)
+      n = min(len(dense), len(ada)) if dense and ada else max(len(dense), len(ada))
+      w("| %s | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |" % (
+          model, opt, n, fmt_value(model, dm), fmt_value(model, am), fmt_gap(model, gap),
+          fmt_spread(model, ds, len(dense)), fmt_spread(model, as_, len(ada)),
+          fmt_rate(rates.get("conv")), fmt_rate(rates.get("fc")),
+          fmt_rate(rates.get("lstm")), fmt_rate(rates.get("other")),
+          fmt_rate(rates.get("end_to_end")), verdict(model, dense, ada, rates)))
+      if dense and ada:
+        epoch_rows.append((model, opt, per_epoch_gaps(model, dense, ada)))
+  w("")
+  w("*gap*: AdaComp minus dense (accuracy points; for char-lstm dense minus AdaComp "
+    "test loss per character), mean over seeds; negative means AdaComp is behind.")
+  w("")
+  if epoch_rows:
+    width = max(len(g) for _, _, g in epoch_rows)
+    w("Gap at the end of each epoch (mean over seeds):")
+    w("")
+    w("| model | opt | " + " | ".join("ep %d" % (i + 1) for i in range(width)) + " |")
+    w("|---|---|" + "---|" * width)
+    for model, opt, gaps in epoch_rows:
+      cells = [fmt_gap(model, g) for g in gaps] + [""] * (width - len(gaps))
+      w("| %s | %s | %s |" % (model, opt, " | ".join(cells)))
+    w("")
+  for name in ("full_curves.png", "full_bytes.png", "full_rates.png"):
+    if os.path.exists(os.path.join(IMG_DIR, name)):
+      w("![%s](img/%s)" % (name[:-4].replace("_", " "), name))
+      w("")
+  sweeps = [(c, r) for c, r in runs.values() if c["table"] != "models"]
+  if sweeps:
+    w("mnist-cnn sweeps and baselines (seed 1, SGD):")
+    w("")
+    w("| table | codec | P | B | test accuracy | e2e rate |")
+    w("|---|---|---|---|---|---|")
+    for c, r in sorted(sweeps, key=lambda x: x[0]["order"]):
+      w("| %s | %s | %d | %d | %.2f%% | %s |" % (
+          c["table"], codec_of(r), r["learners"], r["batch_size"], 100 * r["test_accuracy"],
+          fmt_rate(r["compression_rate"]["end_to_end"])))
+    w("")
+  return lines
+
+
+def read_metrics(run_id):
+  path = os.path.join(FULL_DIR, run_id + ".metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def plots(configs):
+  """Writes docs/img/full_*.png; returns the files written."""
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    return []
+  runs = load_runs(configs)
+  if not runs:
+    return []
+  os.makedirs(IMG_DIR, exist_ok=True)
+  written = []
+  colors = {"dense": "black", "adacomp": "tab:red"}
+
+  def grid():
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), squeeze=False)
+    return fig, axes
+
+  # Test accuracy (loss) against epoch, and against bytes sent.
+  for name, xkind in (("full_curves.png", "epoch"), ("full_bytes.png", "bytes")):
+    fig, axes = grid()
+    for i, opt in enumerate(OPTIMIZERS):
+      for j, model in enumerate(MODELS):
+        ax = axes[i][j]
+        for codec in ("dense", "adacomp"):
+          rs = cell_runs(runs, model, opt, codec)
+          if not rs:
+            continue
+          n = min(len(r["epoch_metrics"]) for r in rs)
+          ys = [[epoch_metric(model, r["epoch_metrics"][k]) for r in rs] for k in range(n)]
+          mean = [statistics.fmean(v) for v in ys]
+          lo = [min(v) for v in ys]
+          hi = [max(v) for v in ys]
+          if xkind == "epoch":
+            x = list(range(1, n + 1))
+          else:
+            r0 = rs[0]
+            per_step = r0["dense_bytes"] / max(1, r0["steps"])
+            x, total = [], 0.0
+            for k in range(n):
+              rate = r0["epoch_metrics"][k]["compression_rate"]["end_to_end"] or 1.0
+              total += per_step * r0["steps_per_epoch"] / rate
+              x.append(total)
+          label = "%s (%d seed%s)" % (codec, len(rs), "s" if len(rs) > 1 else "")
+          ax.plot(x, mean, marker="o", ms=3, color=colors[codec], label=label)
+          if len(rs) > 1:
+            ax.fill_between(x, lo, hi, color=colors[codec], alpha=0.2)
+        if xkind == "bytes":
+          ax.set_xscale("log")
+          ax.set_xlabel("bytes sent by all learners")
+        else:
+          ax.set_xlabel("epoch")
+        ax.set_ylabel("test loss / char" if is_lstm(model) else "test accuracy")
+        ax.set_title("%s, %s" % (model, opt))
+        ax.grid(alpha=0.3)
+        if ax.lines:
+          ax.legend(fontsize=8)
+    fig.suptitle("Dense vs AdaComp, 4 learners, trained to the end (mean over seeds; band: "
+                 "min-max)" + (" against bytes sent" if xkind == "bytes" else ""))
+    fig.tight_layout()
+    path = os.path.join(IMG_DIR, name)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    written.append(path)
+
+  # Selected per bin and compression rate over training, per layer type (SGD,
+  # seed 1, from the step metrics).
+  fig, axes = plt.subplots(2, 4, figsize=(16, 7), squeeze=False)
+  for j, model in enumerate(MODELS):
+    rs = [c for c, r in runs.values() if c["table"] == "models" and c["args"][1] == model and
+          c["args"][3] == "adacomp" and c["args"][5] == "sgd" and c["seed"] == 1]
+    if not rs:
+      continue
+    steps = read_metrics(rs[0]["id"])
+    for t in LAYER_TYPES:
+      xs = [s["step"] for s in steps if s["selected_per_bin"].get(t) is not None]
+      if not xs:
+        continue
+      axes[0][j].plot(xs, [s["selected_per_bin"][t] for s in steps
+                           if s["selected_per_bin"].get(t) is not None], label=t)
+      axes[1][j].plot(xs, [s["compression_rate"][t] for s in steps
+                           if s["selected_per_bin"].get(t) is not None], label=t)
+    axes[0][j].set_title("%s: selected per bin" % model)
+    axes[1][j].set_title("%s: compression rate" % model)
+    axes[1][j].set_yscale("log")
+    for ax in (axes[0][j], axes[1][j]):
+      ax.set_xlabel("step")
+      ax.grid(alpha=0.3)
+      if ax.lines:
+        ax.legend(fontsize=8)
+  fig.suptitle("AdaComp over training per layer type (SGD, seed 1, every 50th step)")
+  fig.tight_layout()
+  path = os.path.join(IMG_DIR, "full_rates.png")
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  written.append(path)
+  return written
