@@ -29,12 +29,12 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
-#include "diagnostics.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
 #include "rng.h"
 #include "run_checkpoint.h"
+#include "run_log.h"
 #include "sha256.h"
 #include "summary.h"
 #include "totals.h"
@@ -106,8 +106,6 @@ class Learner {
   Replica model_;
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
-  std::unique_ptr<ResidueProbe> probe_;                // --diagnostics-out, rank 0; else null
-  std::unique_ptr<std::ofstream> diagnostics_file_;
   std::unique_ptr<OptimizerState> optimizer_;
   std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
@@ -132,7 +130,7 @@ class Learner {
   // in this process (ExchangeResult::transport_*).
   uint64_t transport_sent_ = 0, transport_received_ = 0;
   std::vector<EpochMetrics> epochs_;
-  std::unique_ptr<std::ofstream> metrics_file_;
+  RunLog log_;  // rank 0's metrics and diagnostics files
 };
 
 Status Learner::Setup() {
@@ -346,14 +344,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
     });
   }
-  const bool probe = probe_ && !warmup;
-  if (probe) {
-    for (size_t k = 0; k < exchange.compressors(); ++k) {
-      if (!exchange.compressor(k).residue().empty()) {
-        probe_->Before(k, exchange.compressor(k).residue());
-      }
-    }
-  }
+  const bool probe = rank_ == 0 && !warmup;
+  if (probe) log_.BeforeExchange(exchange);
   ExchangeResult xr;
   const Status exchanged = exchange.Step(grad_spans_, loss_value, agg_, &xr, gate_);
   exchange.SetSendHook(nullptr);
@@ -373,35 +365,15 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     ++consecutive_bad_;
     m->skipped = true;
     m->loss = NAN;
-    std::string where;
-    for (auto [r, bt] : xr.non_finite) {
-      const auto& name = bt < static_cast<int32_t>(model_.params.size())
-                             ? model_.params[static_cast<size_t>(bt)].name
-                             : std::string("?");
-      if (!where.empty()) where += "; ";
-      where += "learner " + std::to_string(r) + ", layer " + name;
-    }
-    Message("warning: step " + std::to_string(step + 1) + ": non-finite gradient (" + where +
-            "): step skipped on every learner (" + std::to_string(consecutive_bad_) +
-            " in a row; the run stops at " + std::to_string(o_.max_bad_steps) + ")");
-    if (consecutive_bad_ >= o_.max_bad_steps) {
-      return Status::InvalidArgument("stopping: " + std::to_string(consecutive_bad_) +
-                                     " consecutive steps with non-finite gradients (last at step " +
-                                     std::to_string(step + 1) + ": " + where +
-                                     "); lower --lr or check the data");
-    }
+    std::string warning;
+    const Status go_on = SkippedStep(o_, exchange, xr, step, consecutive_bad_, &warning);
+    Message(warning);
+    ADACOMP_RETURN_IF_ERROR(go_on);
     m->step_seconds = Since(step_start);
     return Status::OK();
   }
   consecutive_bad_ = 0;
-  if (probe) {
-    for (size_t k = 0; k < exchange.compressors(); ++k) {
-      if (!exchange.compressor(k).residue().empty()) {
-        probe_->After(k, grad_spans_[k], exchange.compressor(k).residue());
-      }
-    }
-    probe_->EndStep();
-  }
+  if (probe) log_.AfterExchange(exchange, grad_spans_);
 
   Totals step_totals;
   for (size_t k = 0; k < model_.params.size(); ++k) {
@@ -500,24 +472,12 @@ Result<TrainSummary> Learner::Run() {
                       data_->train_count, data_->test_count, total_steps_, steps_per_epoch_));
   }
   if (o_.resume) ADACOMP_RETURN_IF_ERROR(Resume());
-  if (rank_ == 0 && !o_.metrics_out.empty()) {
-    auto mode = (resumed_from_ > 0) ? std::ios::app : std::ios::trunc;
-    metrics_file_ = std::make_unique<std::ofstream>(o_.metrics_out, std::ios::out | mode);
-    if (!*metrics_file_) {
-      return Status::IOError(o_.metrics_out + ": cannot open for writing");
-    }
-  }
-  if (rank_ == 0 && !o_.diagnostics_out.empty()) {
+  if (rank_ == 0) {
     std::vector<ResidueProbe::Tensor> probed;
-    for (size_t k = 0; k < model_.params.size(); ++k) {
-      probed.push_back({model_.params[k].name, LayerTypeName(model_.params[k].type),
-                        static_cast<size_t>(model_.params[k].elements)});
+    for (const Param& p : model_.params) {
+      probed.push_back({p.name, LayerTypeName(p.type), static_cast<size_t>(p.elements)});
     }
-    probe_ = std::make_unique<ResidueProbe>(std::move(probed));
-    diagnostics_file_ = std::make_unique<std::ofstream>(o_.diagnostics_out, std::ios::trunc);
-    if (!*diagnostics_file_) {
-      return Status::IOError(o_.diagnostics_out + ": cannot open for writing");
-    }
+    ADACOMP_RETURN_IF_ERROR(log_.Open(o_, resumed_from_ > 0, std::move(probed)));
   }
   bool evaluated_at_end = false;
   bool stopped_early = false;
@@ -531,17 +491,7 @@ Result<TrainSummary> Learner::Run() {
     evaluated_at_end = false;
     m.elapsed_seconds = Since(run_start);
     const bool last = steps_done_ == total_steps_;
-    if (rank_ == 0) {
-      if (metrics_file_ && (steps_done_ % o_.log_every == 0 || last)) {
-        *metrics_file_ << m.ToJson() << "\n";
-        metrics_file_->flush();
-      }
-      if (diagnostics_file_ && (steps_done_ % o_.log_every == 0 || last)) {
-        *diagnostics_file_ << probe_->Line(steps_done_) << "\n";
-        diagnostics_file_->flush();
-      }
-      if (o_.on_step) o_.on_step(m);
-    }
+    if (rank_ == 0) log_.Step(m, steps_done_ % o_.log_every == 0 || last);
     if (steps_done_ % o_.log_every == 0 || last) {
       if (window_loss_count_ > 0) last_window_loss_ = window_loss_sum_ / window_loss_count_;
       window_loss_sum_ = 0;
