@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -137,8 +138,36 @@ Result<std::string> CheckpointView::GetString(const std::string& name) const {
   return std::string(bytes.begin(), bytes.end());
 }
 
+namespace {
+
+// "DIR: no space for PATH (N bytes needed, M free) ..." for a full disk.
+Status NoSpace(const std::string& path, uint64_t needed, const char* why) {
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  std::string free_text = "unknown";
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) == 0) {
+    free_text = std::to_string(static_cast<uint64_t>(st.f_bavail) * st.f_frsize);
+  }
+  return Status::IOError(dir + ": " + why + " for " + fs::path(path).filename().string() + " (" +
+                         std::to_string(needed) + " bytes needed, " + free_text +
+                         " bytes free); nothing was written under that name and the files "
+                         "already there are untouched: free space or choose another directory");
+}
+
+}  // namespace
+
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) {
   std::string tmp = path + ".tmp";
+  {
+    // Refuse up front when the file cannot fit, rather than fill the disk.
+    std::string dir = fs::path(path).parent_path().string();
+    struct statvfs st {};
+    if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) == 0 &&
+        static_cast<uint64_t>(st.f_bavail) * st.f_frsize < bytes.size()) {
+      return NoSpace(path, bytes.size(), "not enough free space");
+    }
+  }
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError(tmp + ": cannot create (" + std::strerror(errno) + ")");
   size_t done = 0;
@@ -146,20 +175,27 @@ Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) 
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::string why = std::strerror(errno);
+      const int err = errno;
+      std::string why = std::strerror(err);
       ::close(fd);
       ::unlink(tmp.c_str());
+      if (err == ENOSPC || err == EDQUOT) return NoSpace(path, bytes.size(), "no space left");
       return Status::IOError(tmp + ": write failed (" + why + ")");
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0) {
-    std::string why = std::strerror(errno);
+    const int err = errno;
+    std::string why = std::strerror(err);
     ::close(fd);
     ::unlink(tmp.c_str());
+    if (err == ENOSPC || err == EDQUOT) return NoSpace(path, bytes.size(), "no space left");
     return Status::IOError(tmp + ": fsync failed (" + why + ")");
   }
-  if (::close(fd) != 0) return Status::IOError(tmp + ": close failed");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IOError(tmp + ": close failed");
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
