@@ -25,8 +25,8 @@ Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const Excha
 Status RunLog::Open(const TrainOptions& o, bool append, std::vector<ResidueProbe::Tensor> tensors) {
   o_ = &o;
   if (!o.metrics_out.empty()) {
-    metrics_ = std::make_unique<std::ofstream>(o.metrics_out,
-                                               std::ios::out | (append ? std::ios::app : std::ios::trunc));
+    metrics_ = std::make_unique<std::ofstream>(
+        o.metrics_out, std::ios::out | (append ? std::ios::app : std::ios::trunc));
     if (!*metrics_) return Status::IOError(o.metrics_out + ": cannot open for writing");
   }
   if (!o.diagnostics_out.empty()) {
