@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLANG_FORMAT="${CLANG_FORMAT:-clang-format-14}"
-# Every C++ file that git tracks.
-mapfile -t FILES < <(git ls-files '*.cc' '*.h')
+# Every C++ file that git tracks, and new ones it does not ignore.
+mapfile -t FILES < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h')
 if [ "${1:-}" = "--fix" ]; then
   "$CLANG_FORMAT" -i "${FILES[@]}"
   echo "format: ${#FILES[@]} files formatted"
