@@ -280,6 +280,8 @@ def plots(configs):
         ax.grid(alpha=0.3)
         if ax.lines:
           ax.legend(fontsize=8)
+        else:
+          ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle("Dense vs AdaComp, 4 learners, trained to the end (mean over seeds; band: "
                  "min-max)" + (" against bytes sent" if xkind == "bytes" else ""))
     fig.tight_layout()
@@ -295,6 +297,9 @@ def plots(configs):
     rs = [c for c, r in runs.values() if c["table"] == "models" and c["args"][1] == model and
           c["args"][3] == "adacomp" and c["args"][5] == "sgd" and c["seed"] == 1]
     if not rs:
+      for ax in (axes[0][j], axes[1][j]):
+        ax.set_title(model)
+        ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
       continue
     steps = read_metrics(rs[0]["id"])
     for t in LAYER_TYPES:
