@@ -200,6 +200,11 @@ def section(configs, lengths, seeds):
     if os.path.exists(os.path.join(IMG_DIR, name)):
       w("![%s](img/%s)" % (name[:-4].replace("_", " "), name))
       w("")
+  diagnosis = os.path.join(ROOT, "results", "diagnosis.md")
+  if os.path.exists(diagnosis):
+    with open(diagnosis) as f:
+      lines.extend(f.read().rstrip().split("\n"))
+    w("")
   sweeps = [(c, r) for c, r in runs.values() if c["table"] != "models"]
   if sweeps:
     w("mnist-cnn sweeps and baselines (seed 1, SGD):")
