@@ -174,6 +174,12 @@ struct TrainSummary {
   double compute_seconds = 0, compress_seconds = 0, communicate_seconds = 0, decompress_seconds = 0,
          update_seconds = 0;
   double seconds_per_step = 0;
+  // Every learner's own time split (seconds, rank order): {compute,
+  // compress, communicate, decompress, update}. The slowest learner is the
+  // one with the most busy time (all but communicate): the others wait for
+  // it in communicate.
+  std::vector<std::vector<double>> learner_seconds;
+  int slowest_learner = 0;
   std::string weights_sha256;                       // rank 0's final weights
   std::vector<std::string> learner_weights_sha256;  // every learner's
   bool replicas_identical = false;

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "adacomp/exchange.h"
 #include "adacomp/trainer.h"
@@ -309,6 +310,12 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   // Compute this learner's gradient.
   double loss_value = 0;
   {
+    double slept = 0;  // a straggler's sleep counts as its compute
+    if (rank_ == hooks_.slow_rank) {
+      auto ts = Clock::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.slow_ms));
+      slept = Since(ts);
+    }
     GateHold hold(gate_);
     auto t0 = Clock::now();
     torch::Tensor x, y;
@@ -330,7 +337,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       auto g = p.tensor.grad();
       grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
-    t.compute = Since(t0);
+    t.compute = Since(t0) + slept;
   }
 
   // Exchange: agree on finiteness and share the losses, then the average of

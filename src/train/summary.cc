@@ -38,6 +38,7 @@ Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t step
     double v[5] = {};
     for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
     for (int k = 0; k < 5; ++k) mean[k] += v[k] / p;
+    s->learner_seconds.emplace_back(v, v + 5);
     uint64_t sent = 0, received = 0;
     ADACOMP_RETURN_IF_ERROR(rd.Get(&sent));
     ADACOMP_RETURN_IF_ERROR(rd.Get(&received));
@@ -45,6 +46,15 @@ Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t step
     s->transport_received_per_step += static_cast<double>(received) * per_step / p;
     s->transport_busiest_per_step = std::max(
         s->transport_busiest_per_step, static_cast<double>(std::max(sent, received)) * per_step);
+  }
+  double most = -1;
+  for (int r = 0; r < p; ++r) {
+    const auto& v = s->learner_seconds[static_cast<size_t>(r)];
+    const double busy = v[0] + v[1] + v[3] + v[4];
+    if (busy > most) {
+      most = busy;
+      s->slowest_learner = r;
+    }
   }
   s->compute_seconds = mean[0];
   s->compress_seconds = mean[1];

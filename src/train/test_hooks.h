@@ -35,6 +35,10 @@ struct TrainTestHooks {
   int64_t kill_at_step = 0;
   int corrupt_rank = -1;
   int64_t corrupt_at_step = 0;
+  // Learner slow_rank sleeps slow_ms milliseconds in every step's compute
+  // phase (a straggler). -1 = off.
+  int slow_rank = -1;
+  int slow_ms = 0;
 };
 
 // ValidateTrainOptions, Train and TrainLearner with test hooks.

@@ -116,6 +116,15 @@ std::string TrainSummary::ToJson() const {
   j["lr"] = lr;
   j["seed"] = seed;
   j["bin_size"] = bin_size;
+  j["slowest_learner"] = slowest_learner;
+  j["learner_seconds"] = json::array();
+  for (const auto& v : learner_seconds) {
+    j["learner_seconds"].push_back({{"compute", v[0]},
+                                    {"compress", v[1]},
+                                    {"communicate", v[2]},
+                                    {"decompress", v[3]},
+                                    {"update", v[4]}});
+  }
   j["dense_below"] = dense_below;
   j["dense_warmup_steps"] = dense_warmup_steps;
   j["dense_tensors"] = dense_tensors;

@@ -563,5 +563,24 @@ TEST_F(TrainerTest, DiagnosticsLeaveTheRunUnchanged) {
   EXPECT_EQ(lines, 3);  // 6 steps, every 2nd
 }
 
+// A straggler: the summary names the learner the others wait for.
+TEST_F(TrainerTest, TheSummaryNamesTheSlowestLearner) {
+  TrainOptions o = Base();
+  o.threads = 4;  // every learner computes at once, so the sleep is its own
+  TrainTestHooks hooks;
+  hooks.slow_rank = 2;
+  hooks.slow_ms = 60;
+  const TrainSummary s = Run(o, hooks);
+  ASSERT_EQ(s.learner_seconds.size(), 4u);
+  EXPECT_EQ(s.slowest_learner, 2);
+  // 6 steps x 60 ms: rank 2 computes at least 0.36 s longer; the others wait
+  // about that long in communicate, rank 2 itself hardly.
+  EXPECT_GT(s.learner_seconds[2][0], 0.3);
+  for (int r : {0, 1, 3}) {
+    EXPECT_GT(s.learner_seconds[static_cast<size_t>(r)][2], s.learner_seconds[2][2] + 0.2) << r;
+  }
+  EXPECT_EQ(s.weights_sha256, Run(Base()).weights_sha256);  // slower, not different
+}
+
 }  // namespace
 }  // namespace adacomp

@@ -38,7 +38,7 @@ struct TrainArgs {
   std::string bin_sizes;
   std::string summary_out;
   std::vector<std::string> inject_nan;
-  std::string test_kill_rank, test_corrupt_frame;
+  std::string test_kill_rank, test_corrupt_frame, test_slow_rank;
   bool quiet = false;
   CLI::Option* epochs_opt = nullptr;
   CLI::Option* learners_opt = nullptr;
@@ -178,6 +178,14 @@ int RunTrain(TrainArgs& a) {
     inj.learner = l;
     inj.tensor = t;
     hooks.inject_nan.push_back(inj);
+  }
+  if (!a.test_slow_rank.empty()) {
+    int64_t ms = 0;
+    if (!ParseRankStep(a.test_slow_rank, &hooks.slow_rank, &ms) || ms > 600000) {
+      return Fail(kCmd, kExitBadUsage,
+                  "--test-slow-rank: '" + a.test_slow_rank + "' is not RANK:MILLISECONDS");
+    }
+    hooks.slow_ms = static_cast<int>(ms);
   }
   if (!a.test_kill_rank.empty() &&
       !ParseRankStep(a.test_kill_rank, &hooks.kill_rank, &hooks.kill_at_step)) {
@@ -326,6 +334,27 @@ int RunTrain(TrainArgs& a) {
       Bytes(frame_steps > 0 ? static_cast<double>(s.bytes_sent) / frame_steps : 0).c_str(),
       Bytes(s.transport_busiest_per_step).c_str());
   std::printf("  wall time        %.1f s (%.4f s/step)\n", s.wall_seconds, s.seconds_per_step);
+  if (s.learners > 1 && s.learner_seconds.size() == static_cast<size_t>(s.learners)) {
+    // Who waits for whom: the learner with the most busy time, against the
+    // least busy one; the others spend the difference in communicate.
+    double least = 1e300, most = 0;
+    int fastest = 0;
+    for (int r = 0; r < s.learners; ++r) {
+      const auto& v = s.learner_seconds[static_cast<size_t>(r)];
+      const double busy = v[0] + v[1] + v[3] + v[4];
+      most = std::max(most, busy);
+      if (busy < least) {
+        least = busy;
+        fastest = r;
+      }
+    }
+    const auto& slow = s.learner_seconds[static_cast<size_t>(s.slowest_learner)];
+    std::printf(
+        "  slowest learner  rank %d: busy %.1f s, communicate %.2f s (least busy: rank %d, "
+        "%.1f s busy, communicate %.2f s)\n",
+        s.slowest_learner, most, slow[2], fastest, least,
+        s.learner_seconds[static_cast<size_t>(fastest)][2]);
+  }
   std::printf(
       "  per learner      compute %.1f s, compress %.2f s, communicate %.2f s, "
       "decompress %.2f s, update %.2f s\n",
@@ -451,6 +480,10 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--test-kill-rank", args->test_kill_rank,
                   "RANK:STEP: that learner's process kills itself (SIGKILL) as it starts the "
                   "0-based STEP (test hook)")
+      ->group("");
+  app->add_option("--test-slow-rank", args->test_slow_rank,
+                  "RANK:MS: that learner sleeps MS milliseconds in every step's compute (a "
+                  "straggler; test hook)")
       ->group("");
   app->add_option("--test-corrupt-frame", args->test_corrupt_frame,
                   "RANK:STEP: that learner flips one byte of its message at the 0-based STEP "
