@@ -14,7 +14,9 @@
 namespace adacomp::internal {
 namespace {
 
-std::vector<uint32_t> RandomIndices(size_t count, uint64_t max_gap, uint64_t seed) {
+// Unused in an ADACOMP_NO_SIMD build, whose vector tests are skipped.
+[[maybe_unused]] std::vector<uint32_t> RandomIndices(size_t count, uint64_t max_gap,
+                                                     uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> idx;
   uint64_t next = 0;
