@@ -45,6 +45,7 @@ void ResidueProbe::After(size_t k, std::span<const float> grad, std::span<const 
   s.scale_sum += scale_sum;
   s.abs_g_sum += abs_g_sum;
   s.steps += 1;
+  s.probed = true;
   s.residue_norm = std::sqrt(r2);
   s.grad_norm = std::sqrt(g2);
   s.mass_wait = mass > 0 ? mass_wait / mass : 0;
@@ -63,8 +64,10 @@ std::string Num(double v) {
 
 std::string ResidueProbe::Line(int64_t step) {
   std::string out = "{\"step\":" + std::to_string(step) + ",\"tensors\":[";
+  bool first = true;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     State& s = state_[k];
+    if (!s.probed) continue;
     const size_t n = tensors_[k].elements;
     uint64_t wait_sum = 0, old = 0;
     uint32_t wait_max = 0;
@@ -75,7 +78,8 @@ std::string ResidueProbe::Line(int64_t step) {
       if (w > 100) ++old;
     }
     const double sel = static_cast<double>(s.sent_elements);
-    if (k) out += ",";
+    if (!first) out += ",";
+    first = false;
     out += "{\"name\":\"" + tensors_[k].name + "\",\"type\":\"" + tensors_[k].type +
            "\",\"elements\":" + std::to_string(n) +
            ",\"sent_share\":" + Num(s.steps ? s.sent / static_cast<double>(s.steps) : 0) +

@@ -39,8 +39,9 @@ class ResidueProbe {
   // Ends a step (the wait counters advance by one).
   void EndStep() { ++steps_; }
 
-  // One JSON object (no newline) with the window's figures per tensor, at
-  // `step` (1-based); starts a new window.
+  // One JSON object (no newline) with the window's figures per tensor that
+  // has a residue (After() was called for it), at `step` (1-based); starts a
+  // new window.
   std::string Line(int64_t step);
 
   // For tests: the current wait of element j of tensor k, in steps.
@@ -55,6 +56,7 @@ class ResidueProbe {
     uint64_t sent_elements = 0, steps = 0;
     // The last step's figures.
     double residue_norm = 0, grad_norm = 0, mass_wait = 0;
+    bool probed = false;  // After() was called at least once (tensors sent dense never are)
   };
   std::vector<Tensor> tensors_;
   std::vector<State> state_;

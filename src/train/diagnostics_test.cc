@@ -30,7 +30,7 @@ TEST(ResidueProbe, AgreesWithTheDecodedFrames) {
   auto made = Compressor::Create(config, 0, n);
   ASSERT_TRUE(made.ok());
   Compressor& c = **made;
-  ResidueProbe probe({{"w", "fc", n}});
+  ResidueProbe probe({{"w", "fc", n}, {"sent_dense", "other", 10}});  // the second: no residue
   std::mt19937 rng(5);
   std::vector<uint32_t> wait(n, 0);  // the reference count
   double sent_share_sum = 0, scale_sum = 0;
@@ -66,7 +66,7 @@ TEST(ResidueProbe, AgreesWithTheDecodedFrames) {
     }
   }
   const auto j = nlohmann::json::parse(probe.Line(steps));
-  ASSERT_EQ(j["tensors"].size(), 1u);
+  ASSERT_EQ(j["tensors"].size(), 1u);  // "sent_dense" never had a residue: left out
   const auto& t = j["tensors"][0];
   EXPECT_EQ(t["name"], "w");
   EXPECT_NEAR(t["sent_share"].get<double>(), sent_share_sum / steps, 1e-6);
