@@ -86,6 +86,8 @@ def fmt_gap(model, g):
 
 
 def fmt_spread(model, s, n):
+  if n == 0:
+    return "-"
   if s is None or n < 2:
     return "(1 seed)"
   return ("%.3f" % s) if is_lstm(model) else ("%.2f pt" % (100 * s))
