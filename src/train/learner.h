@@ -8,8 +8,9 @@
 // Thread safety: RunLearner runs on its learner's thread; a Gate is shared.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
-#include <semaphore>
+#include <mutex>
 
 #include "adacomp/communicator.h"
 #include "adacomp/exchange.h"
@@ -22,14 +23,30 @@ namespace adacomp::train {
 
 // Limits how many learner threads compute at once (never held across a
 // collective).
+// A mutex and a condition variable, not std::counting_semaphore: libstdc++
+// 12's semaphore can lose a wake-up (GCC bug 104928), and a learner then
+// waited for a free slot forever while none was held (seen in a stack dump
+// of a hung `adacomp train` and a timed-out trainer test).
 class Gate : public ExchangeThrottle {
  public:
-  explicit Gate(int slots) : sem_(slots) {}
-  void Acquire() override { sem_.acquire(); }
-  void Release() override { sem_.release(); }
+  explicit Gate(int slots) : free_(slots) {}
+  void Acquire() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return free_ > 0; });
+    --free_;
+  }
+  void Release() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
 
  private:
-  std::counting_semaphore<4096> sem_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
 };
 
 // Holds a gate (if any) for a scope.
