@@ -64,7 +64,7 @@ FULL_LENGTHS = {
     "char-lstm": (6, (3, 5)),
 }
 FULL_SEEDS = (1, 2, 3)
-FULL_DIR = os.path.join(RESULTS, "full")
+FULL_DIR = results_full.FULL_DIR
 
 
 def length_tag(length):
@@ -258,11 +258,6 @@ def load(cfg):
     return json.load(f)
 
 
-def codec_of(r):
-  """The codec of a summary ("compressor" in summaries before 0.3)."""
-  return r.get("codec", r.get("compressor"))
-
-
 def fmt_rate(v):
   if v is None:
     return "-"
@@ -333,14 +328,14 @@ def table(rows):
            "|" + "|".join("---" for _ in COLUMNS.split("|")) + "|"]
   dense_of = {}
   for _, r in rows:
-    if r is not None and codec_of(r) == "dense":
+    if r is not None and results_full.codec_of(r) == "dense":
       dense_of[group_key(r)] = r
   for cfg, r in rows:
     if r is None:
       lines.append("| %s | (not run) |%s" % (cfg["id"], " |" * 14))
       continue
     data = cfg["data_label"] or r["data"]
-    comp = codec_of(r)
+    comp = results_full.codec_of(r)
     if comp == "adacomp":
       comp = "**adacomp**"
     cr = r["compression_rate"]

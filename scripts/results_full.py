@@ -52,6 +52,7 @@ def epoch_metric(model, e):
 
 
 def codec_of(r):
+  """The codec of a summary ("compressor" in summaries before 0.3)."""
   return r.get("codec", r.get("compressor"))
 
 
