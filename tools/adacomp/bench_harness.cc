@@ -2,12 +2,41 @@
 #include "bench_harness.h"
 
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace adacomp::tool {
+
+// A reusable barrier from a mutex and a condition variable. Not std::barrier:
+// libstdc++ 12 builds it on the same atomic wait as std::counting_semaphore,
+// whose lost wake-up (GCC bug 104928) hung a trainer run here (see Gate in
+// src/train/learner.h).
+class Barrier {
+ public:
+  explicit Barrier(int parties) : parties_(parties) {}
+  void ArriveAndWait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++generation_;
+      lock.unlock();
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int parties_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
 
 // Runs fn(part) for every part on its own thread (the calling thread takes
 // part 0), `iters` times each; returns the wall time.
@@ -38,16 +67,16 @@ double RunParallelCold(int parts, uint64_t iters, const std::function<void(int)>
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   std::vector<double> took(parts);
-  std::barrier sync(parts);
+  Barrier sync(parts);
   double timed = 0;  // written by part 0's thread only
   auto body = [&](int t) {
     for (uint64_t i = 0; i < iters; ++i) {
       evict(t);
-      sync.arrive_and_wait();
+      sync.ArriveAndWait();
       const auto begin = Clock::now();
       fn(t);
       took[t] = std::chrono::duration<double>(Clock::now() - begin).count();
-      sync.arrive_and_wait();  // no thread writes took[] again before part 0 arrives next
+      sync.ArriveAndWait();  // no thread writes took[] again before part 0 arrives next
       if (t == 0) timed += *std::max_element(took.begin(), took.end());
     }
   };
