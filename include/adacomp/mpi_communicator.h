@@ -26,6 +26,10 @@
 //  - Every step is non-blocking and polled (MPI_Test, then short sleeps) up
 //    to MpiOptions::timeout_seconds per collective. On a timeout the
 //    collective returns Unavailable naming the ranks that did not arrive.
+//  - Heartbeats (MpiOptions::heartbeat_seconds) on a communicator of their
+//    own: a rank that is gone (SIGSTOP, a host cut off) is named within
+//    heartbeat_seconds, long before timeout_seconds. The heartbeat thread and
+//    the caller's thread take turns on MPI (one mutex around every MPI call).
 //  - Any failure is sticky: later collectives return the same Status without
 //    touching MPI. A failed job cannot be finalized safely (MPI_Finalize would
 //    wait for the peers that are stuck), so after a failure call Abort(), or
@@ -53,7 +57,7 @@
 // caller initialized MPI, the caller finalizes it after destroying every
 // Communicator. Create at most one MpiCommunicator at a time.
 // Thread safety: one thread at a time (MPI_THREAD_SERIALIZED), as for every
-// Communicator.
+// Communicator; the heartbeat thread is internal and serialized with it.
 #pragma once
 
 #include <memory>
@@ -68,6 +72,18 @@ struct MpiOptions {
   // Unavailable (seconds; > 0). Set it above the longest time one rank can
   // spend between two collectives (e.g. evaluating on rank 0 alone).
   double timeout_seconds = 300.0;
+  // Liveness, apart from the collectives' deadline: a thread of every rank
+  // sends a tiny heartbeat to every peer each second (each heartbeat_seconds
+  // / 5 when that is shorter), whatever its learner is doing, and a peer not
+  // heard from for heartbeat_seconds is taken for dead (killed, stopped,
+  // or its host's link down): the collective in progress, or the next one,
+  // fails with Unavailable naming its rank and host. A peer that is merely
+  // slow (a long step, evaluation on rank 0) keeps beating and is waited for
+  // up to timeout_seconds. 0 turns the heartbeat off (also when MPI was
+  // initialized by the caller below MPI_THREAD_SERIALIZED). Set it well above
+  // the longest link outage to ride out (TCP resends after a cut back off to
+  // a few seconds).
+  double heartbeat_seconds = 20.0;
 };
 
 // True when this process was started by mpirun/mpiexec or another PMI

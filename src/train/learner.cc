@@ -303,8 +303,13 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   auto step_start = Clock::now();
   Timing t;
   if (rank_ == hooks_.kill_rank && step == hooks_.kill_at_step) {
-    TestHookNote("kills itself (SIGKILL)", step);
-    std::raise(SIGKILL);
+    if (hooks_.kill_stops) {
+      TestHookNote("stops itself (SIGSTOP)", step);
+      std::raise(SIGSTOP);
+    } else {
+      TestHookNote("kills itself (SIGKILL)", step);
+      std::raise(SIGKILL);
+    }
   }
 
   // Compute this learner's gradient.

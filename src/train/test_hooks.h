@@ -33,6 +33,7 @@ struct TrainTestHooks {
   // which sends no frames). -1 = off.
   int kill_rank = -1;
   int64_t kill_at_step = 0;
+  bool kill_stops = false;  // raise SIGSTOP instead (a frozen process)
   int corrupt_rank = -1;
   int64_t corrupt_at_step = 0;
   // Learner slow_rank sleeps slow_ms milliseconds in every step's compute

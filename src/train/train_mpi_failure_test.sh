@@ -12,6 +12,9 @@
 #     to decode it and the job ends with "Corruption: learner 2's frame ...".
 #  4. the same corruption with 2 in-process learners: exit status 1, message.
 #  5. rank 1 of 2 cannot read the data: the job ends naming rank 1 and why.
+#  6. rank 1 of 2 freezes (SIGSTOP): the heartbeat names it within its limit
+#     though collectives may wait 600 s; the run resumes to the same digest.
+#  7. rank 1 of 2 is slow (9 s steps, heartbeat limit 4 s): not taken for dead.
 # The hooks (--test-kill-rank, --test-corrupt-frame) print the wall-clock time
 # at which they act; the test reports how long the job took to stop after it.
 # Usage: train_mpi_failure_test.sh MPIRUN PATH/TO/adacomp [MAX_S]
@@ -139,6 +142,40 @@ if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "${took%.*}" -ge "$MAX_S" ]; then
 fi
 expect nodata "rank 1 of 2: .*no-data"
 expect nodata 'rank 0 of 2 aborts the MPI job: .*rank 1 left the job'
+
+# 6. A rank freezes (SIGSTOP: its heartbeat stops too) while collectives may
+#    wait 600 s: the heartbeat (4 s here) names it and the job ends; the
+#    last checkpoint resumes to the uninterrupted digest.
+run_failing stop1 2 "${common[@]}" --checkpoint-dir "$TMP/ck6" --checkpoint-every 2 \
+  --mpi-heartbeat 4 --mpi-timeout 600 --test-stop-rank 1:5
+expect stop1 'rank 0 of 2 aborts the MPI job: Unavailable: .*rank 1 \(host [^)]+\) sent no heartbeat for [0-9.]+ s \(limit 4 s\)'
+timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" \
+  --checkpoint-dir "$TMP/ck6" --resume --summary-out "$TMP/res6.json" >"$TMP/res6.out" 2>&1 \
+  || { echo "FAIL: stop1: resuming under mpirun failed"; cat "$TMP/res6.out"; fail=1; }
+a=$(digest "$TMP/full2.json"); b=$(digest "$TMP/res6.json")
+if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"resumed_from_step": 4' "$TMP/res6.json"; then
+  echo "FAIL: stop1: resumed from step 4 under MPI: $b; uninterrupted: $a"; fail=1
+else
+  echo "ok: stop1: a frozen rank 1 was named by the heartbeat; the run resumed to the uninterrupted digest"
+fi
+
+# 7. A slow rank (9 s steps, over twice the 4 s heartbeat limit) keeps
+#    beating: it is waited for, not taken for dead.
+short=("${common[@]/#8/2}")  # --steps 2
+timeout -k 5 120 "$ADACOMP" train "${short[@]}" --learners 2 \
+  --summary-out "$TMP/full2s.json" >/dev/null 2>&1
+start=$(now)
+timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${short[@]}" \
+  --mpi-heartbeat 4 --test-slow-rank 1:9000 --summary-out "$TMP/slow.json" >"$TMP/slow.out" 2>&1
+rc=$?
+took=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+a=$(digest "$TMP/full2s.json"); b=$(digest "$TMP/slow.json")
+if [ "$rc" -ne 0 ] || [ -z "$a" ] || [ "$a" != "$b" ]; then
+  echo "FAIL: slow: exit status $rc after ${took}s, digest $b, want $a"; sed 's/^/  | /' "$TMP/slow.out"
+  fail=1
+else
+  echo "ok: slow: two 9 s steps on rank 1 (heartbeat limit 4 s) finished in ${took}s with the in-process digest"
+fi
 
 [ "$fail" = 0 ] && echo "all failure checks passed"
 exit $fail

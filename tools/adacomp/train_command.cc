@@ -38,11 +38,12 @@ struct TrainArgs {
   std::string bin_sizes;
   std::string summary_out;
   std::vector<std::string> inject_nan;
-  std::string test_kill_rank, test_corrupt_frame, test_slow_rank;
+  std::string test_kill_rank, test_stop_rank, test_corrupt_frame, test_slow_rank;
   bool quiet = false;
   CLI::Option* epochs_opt = nullptr;
   CLI::Option* learners_opt = nullptr;
   double mpi_timeout = 600;
+  double mpi_heartbeat = 20;
 };
 
 std::string Fmt(double v, const char* f = "%.4g") {
@@ -192,6 +193,16 @@ int RunTrain(TrainArgs& a) {
     return Fail(kCmd, kExitBadUsage,
                 "--test-kill-rank: '" + a.test_kill_rank + "' is not RANK:STEP");
   }
+  if (!a.test_stop_rank.empty()) {
+    if (!a.test_kill_rank.empty()) {
+      return Fail(kCmd, kExitBadUsage, "--test-stop-rank and --test-kill-rank exclude each other");
+    }
+    if (!ParseRankStep(a.test_stop_rank, &hooks.kill_rank, &hooks.kill_at_step)) {
+      return Fail(kCmd, kExitBadUsage,
+                  "--test-stop-rank: '" + a.test_stop_rank + "' is not RANK:STEP");
+    }
+    hooks.kill_stops = true;
+  }
   if (!a.test_corrupt_frame.empty() &&
       !ParseRankStep(a.test_corrupt_frame, &hooks.corrupt_rank, &hooks.corrupt_at_step)) {
     return Fail(kCmd, kExitBadUsage,
@@ -203,6 +214,7 @@ int RunTrain(TrainArgs& a) {
 #ifdef ADACOMP_HAVE_MPI_COMM
     MpiOptions mo;
     mo.timeout_seconds = a.mpi_timeout;
+    mo.heartbeat_seconds = a.mpi_heartbeat;
     auto made = CreateMpiCommunicator(mo);
     if (!made.ok()) return Fail(kCmd, kExitBadData, made.status().message());
     mpi = std::move(made).value();
@@ -470,6 +482,11 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--mpi-timeout", args->mpi_timeout,
                   "under mpirun: seconds a collective waits for every rank")
       ->capture_default_str();
+  app->add_option("--mpi-heartbeat", args->mpi_heartbeat,
+                  "under mpirun: a peer silent this many seconds is taken for dead (killed, "
+                  "stopped, or cut off) and named; a slow peer keeps beating; 0 = off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   // Test hooks (hidden).
   app->add_option("--inject-nan", args->inject_nan,
                   "STEP:LEARNER:TENSOR: make that gradient non-finite (test hook)")
@@ -479,6 +496,10 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       ->group("");
   app->add_option("--test-kill-rank", args->test_kill_rank,
                   "RANK:STEP: that learner's process kills itself (SIGKILL) as it starts the "
+                  "0-based STEP (test hook)")
+      ->group("");
+  app->add_option("--test-stop-rank", args->test_stop_rank,
+                  "RANK:STEP: that learner's process stops itself (SIGSTOP) as it starts the "
                   "0-based STEP (test hook)")
       ->group("");
   app->add_option("--test-slow-rank", args->test_slow_rank,

@@ -15,9 +15,13 @@
 #include <cassert>
 #include <chrono>
 #include <climits>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -89,6 +93,7 @@ static_assert(sizeof(Header) == 4 * sizeof(int64_t));
 
 constexpr int kHeaderTag = 7301;
 constexpr int kRingTag = 7302;
+constexpr int kBeatTag = 7303;
 // Large Broadcast payloads move in pieces (MPI counts are int); so do the
 // ring's chunks, in pieces of at most 2^24 values.
 constexpr size_t kBroadcastChunkBytes = size_t{1} << 30;
@@ -105,15 +110,210 @@ std::string MpiErrorText(int code) {
 using comm_internal::RankList;
 using comm_internal::Seconds;
 
+// The liveness channel (MpiOptions::heartbeat_seconds): a thread that sends
+// every peer an 8-byte beat each interval on a communicator of its own, notes
+// when it last heard from each peer, and names the first peer silent for
+// longer than the limit. Every MPI call it makes holds *mpi_mu, as do the
+// communicator's own (MPI_THREAD_SERIALIZED).
+class Heartbeat {
+ public:
+  Heartbeat(MPI_Comm comm, int rank, int size, double silence_seconds, std::mutex* mpi_mu)
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        silence_(silence_seconds),
+        interval_(std::min(1.0, silence_seconds / 5)),
+        mpi_mu_(mpi_mu),
+        in_(size),
+        out_(size),
+        recv_(size, MPI_REQUEST_NULL),
+        send_(size, MPI_REQUEST_NULL),
+        heard_(size, Clock::now()),
+        finished_(size, false),
+        sent_last_(size, false) {
+    std::lock_guard<std::mutex> lock(*mpi_mu_);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) PostReceive(r);
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // Without Stop() (the job failed and aborts), the thread is left running:
+  // the process is about to end.
+  ~Heartbeat() {
+    if (thread_.joinable()) thread_.detach();
+  }
+
+  double silence_seconds() const { return silence_; }
+
+  // The first peer found silent for longer than the limit, or -1;
+  // *silent_for receives for how long it had been silent then.
+  int SilentPeer(double* silent_for) const {
+    const int r = silent_rank_.load(std::memory_order_acquire);
+    if (r >= 0) *silent_for = silent_for_;
+    return r;
+  }
+
+  // Ends the heartbeat after a clean leave: sends every peer a last beat
+  // (-1) and waits, up to drain_seconds, for every peer's last beat, so that
+  // no beat is left unmatched; then frees the communicator. False when some
+  // peer's last beat did not come in time (the communicator is not freed).
+  // A negative drain_seconds ends the thread at once without another MPI
+  // call (MPI is already finalized).
+  bool Stop(double drain_seconds) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      drain_seconds_ = drain_seconds;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (!drained_ || drain_seconds < 0) return false;
+    std::lock_guard<std::mutex> lock(*mpi_mu_);
+    MPI_Comm_free(&comm_);
+    return true;
+  }
+
+ private:
+  void PostReceive(int r) {
+    if (MPI_Irecv(&in_[r], 1, MPI_INT64_T, r, kBeatTag, comm_, &recv_[r]) != MPI_SUCCESS) {
+      recv_[r] = MPI_REQUEST_NULL;  // this peer will be found silent
+    }
+  }
+
+  // Takes in every beat that has arrived and posts this interval's beats
+  // (or the last ones); with *mpi_mu_ held.
+  void Exchange(bool beat, bool last, Clock::time_point now) {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      while (recv_[r] != MPI_REQUEST_NULL) {
+        int arrived = 0;
+        if (MPI_Test(&recv_[r], &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS || !arrived) break;
+        heard_[r] = now;
+        if (in_[r] < 0) {
+          finished_[r] = true;  // its last beat: post no other receive
+        } else {
+          PostReceive(r);
+        }
+      }
+      if (send_[r] != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&send_[r], &done, MPI_STATUS_IGNORE);
+      }
+      if (send_[r] == MPI_REQUEST_NULL && (beat || last) && !sent_last_[r]) {
+        out_[r] = last ? -1 : ++beats_;
+        if (MPI_Isend(&out_[r], 1, MPI_INT64_T, r, kBeatTag, comm_, &send_[r]) != MPI_SUCCESS) {
+          send_[r] = MPI_REQUEST_NULL;
+        } else if (last) {
+          sent_last_[r] = true;
+        }
+      }
+    }
+  }
+
+  void Run() {
+    const auto interval =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_));
+    auto next_beat = Clock::now();
+    bool draining = false;
+    Clock::time_point drain_deadline;
+    for (;;) {
+      const auto now = Clock::now();
+      if (!draining) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) {
+          if (drain_seconds_ < 0) return;
+          draining = true;
+          drain_deadline = now + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(drain_seconds_));
+        }
+      }
+      const bool beat = now >= next_beat;
+      {
+        std::lock_guard<std::mutex> lock(*mpi_mu_);
+        Exchange(beat, draining, now);
+      }
+      if (beat) next_beat = now + interval;
+      if (draining) {
+        bool done = true;
+        for (int r = 0; r < size_; ++r) {
+          if (r != rank_ && (!finished_[r] || !sent_last_[r] || send_[r] != MPI_REQUEST_NULL)) {
+            done = false;
+          }
+        }
+        if (done) {
+          drained_ = true;
+          return;
+        }
+        if (now >= drain_deadline) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      if (silent_rank_.load(std::memory_order_relaxed) < 0) {
+        for (int r = 0; r < size_; ++r) {
+          const double quiet = std::chrono::duration<double>(now - heard_[r]).count();
+          if (r != rank_ && !finished_[r] && quiet > silence_) {
+            silent_for_ = quiet;
+            silent_rank_.store(r, std::memory_order_release);
+            break;
+          }
+        }
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, next_beat, [this] { return stop_; });
+    }
+  }
+
+  MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  const double silence_;
+  const double interval_;
+  std::mutex* const mpi_mu_;
+
+  // The thread's own (read by others only after join).
+  std::vector<int64_t> in_;
+  std::vector<int64_t> out_;
+  std::vector<MPI_Request> recv_;
+  std::vector<MPI_Request> send_;
+  std::vector<Clock::time_point> heard_;
+  std::vector<bool> finished_;
+  std::vector<bool> sent_last_;
+  int64_t beats_ = 0;
+  bool drained_ = false;
+
+  // Published by the thread.
+  std::atomic<int> silent_rank_{-1};
+  double silent_for_ = 0;  // written before silent_rank_ (release)
+
+  std::mutex mu_;  // stop_, drain_seconds_
+  std::condition_variable cv_;
+  bool stop_ = false;
+  double drain_seconds_ = 0;
+  std::thread thread_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, int rank, int size, const MpiOptions& options)
+  // beat_comm: the heartbeat's own communicator, or MPI_COMM_NULL for none;
+  // hosts: every rank's processor name.
+  MpiCommunicator(MPI_Comm comm, MPI_Comm beat_comm, int rank, int size,
+                  std::vector<std::string> hosts, const MpiOptions& options)
       : comm_(comm),
         rank_(rank),
         size_(size),
         timeout_seconds_(options.timeout_seconds),
+        hosts_(std::move(hosts)),
         headers_(size),
-        requests_(2 * static_cast<size_t>(size)) {}
+        requests_(2 * static_cast<size_t>(size)) {
+    if (beat_comm != MPI_COMM_NULL) {
+      heartbeat_ =
+          std::make_unique<Heartbeat>(beat_comm, rank, size, options.heartbeat_seconds, &mpi_mu_);
+    }
+  }
 
   // Runs the leave handshake: a last collective in which every rank says it
   // is done. If a peer is instead still inside another collective (this rank
@@ -122,13 +322,21 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;  // too late to talk to anyone
+    if (finalized) {  // too late to talk to anyone
+      if (heartbeat_) heartbeat_->Stop(-1);
+      return;
+    }
     if (failure_.ok()) {
       Collective c;
       Status s = Begin(kLeave, 0, 0, &c);
       if (s.ok()) {
+        // Every peer has left too: end the heartbeats (a peer that does not
+        // send its last beat within the collective deadline is gone, and the
+        // job cannot be finalized cleanly).
+        const bool drained = !heartbeat_ || heartbeat_->Stop(std::min(timeout_seconds_, 30.0));
+        std::lock_guard<std::mutex> lock(mpi_mu_);
         MPI_Comm_free(&comm_);
-        g_clean_leave.store(true);
+        g_clean_leave.store(drained);
         return;
       }
       if (failure_.ok()) failure_ = s;
@@ -166,11 +374,11 @@ class MpiCommunicator final : public Communicator {
         displs_[r] = static_cast<int>(out->offsets[r]);
       }
       MPI_Request request = MPI_REQUEST_NULL;
-      ADACOMP_RETURN_IF_ERROR(
-          Check(c, "MPI_Iallgatherv",
-                MPI_Iallgatherv(send_bytes_.data(), static_cast<int>(mine.size()), MPI_BYTE,
-                                recv_bytes_.data(), counts_.data(), displs_.data(), MPI_BYTE, comm_,
-                                &request)));
+      ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Iallgatherv", [&] {
+        return MPI_Iallgatherv(send_bytes_.data(), static_cast<int>(mine.size()), MPI_BYTE,
+                               recv_bytes_.data(), counts_.data(), displs_.data(), MPI_BYTE, comm_,
+                               &request);
+      }));
       ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
       out->data.assign(recv_bytes_.begin(), recv_bytes_.begin() + total);
       traffic_.sent_bytes += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(size_ - 1);
@@ -199,9 +407,10 @@ class MpiCommunicator final : public Communicator {
         bcast_bytes_.resize(n);
       }
       MPI_Request request = MPI_REQUEST_NULL;
-      ADACOMP_RETURN_IF_ERROR(Check(
-          c, "MPI_Ibcast",
-          MPI_Ibcast(bcast_bytes_.data(), static_cast<int>(n), MPI_BYTE, root, comm_, &request)));
+      ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Ibcast", [&] {
+        return MPI_Ibcast(bcast_bytes_.data(), static_cast<int>(n), MPI_BYTE, root, comm_,
+                          &request);
+      }));
       ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
       if (rank_ != root) std::memcpy(data.data() + begin, bcast_bytes_.data(), n);
     }
@@ -224,9 +433,18 @@ class MpiCommunicator final : public Communicator {
     std::fprintf(stderr, "adacomp: rank %d of %d aborts the MPI job: %s\n", rank_, size_,
                  why.ToString().c_str());
     std::fflush(stderr);
+    // MPI_Abort hands the job to mpirun, which kills every rank; should
+    // mpirun be out of reach (this host cut off), this rank still ends.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::_Exit(1);
+    }).detach();
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Abort(comm_, 1);
+    if (!finalized) {
+      std::lock_guard<std::mutex> lock(mpi_mu_);  // never held for long
+      MPI_Abort(comm_, 1);
+    }
     std::_Exit(1);  // MPI_Abort should not return; make sure this rank stops.
   }
 
@@ -253,6 +471,30 @@ class MpiCommunicator final : public Communicator {
     return Fail(Status::Unavailable(Where(c) + ": " + call + " failed: " + MpiErrorText(rc)));
   }
 
+  // Runs one MPI call (a function returning its code) with the MPI mutex
+  // held, then Check()s it.
+  template <typename F>
+  Status Call(const Collective& c, const char* call, F&& f) {
+    int rc;
+    {
+      std::lock_guard<std::mutex> lock(mpi_mu_);
+      rc = f();
+    }
+    return Check(c, call, rc);
+  }
+
+  // Unavailable naming a peer the heartbeat found silent, if any.
+  Status CheckAlive(const Collective& c) {
+    if (!heartbeat_) return Status::OK();
+    double quiet = 0;
+    const int r = heartbeat_->SilentPeer(&quiet);
+    if (r < 0) return Status::OK();
+    return Fail(Status::Unavailable(
+        Where(c) + ": rank " + std::to_string(r) + " (host " + hosts_[r] +
+        ") sent no heartbeat for " + Seconds(std::floor(quiet * 10) / 10) + " s (limit " +
+        Seconds(heartbeat_->silence_seconds()) + " s): it died, is stopped, or its link is down"));
+  }
+
   // Polls `count` requests until all are complete or the deadline passes.
   // Completed requests become MPI_REQUEST_NULL; *timed_out says which case.
   Status Poll(const Collective& c, MPI_Request* requests, int count, bool* timed_out) {
@@ -264,7 +506,11 @@ class MpiCommunicator final : public Communicator {
     auto nap = std::chrono::microseconds(10);
     while (remaining > 0) {
       int done = 0;
-      const int rc = MPI_Testsome(count, requests, &done, indices_.data(), MPI_STATUSES_IGNORE);
+      int rc;
+      {
+        std::lock_guard<std::mutex> lock(mpi_mu_);
+        rc = MPI_Testsome(count, requests, &done, indices_.data(), MPI_STATUSES_IGNORE);
+      }
       if (rc != MPI_SUCCESS) {
         return Fail(Status::Unavailable(Where(c) + ": MPI_Testsome failed: " + MpiErrorText(rc)));
       }
@@ -276,6 +522,7 @@ class MpiCommunicator final : public Communicator {
         nap = std::chrono::microseconds(10);
         continue;
       }
+      ADACOMP_RETURN_IF_ERROR(CheckAlive(c));
       if (Clock::now() >= c.deadline) {
         *timed_out = true;
         return Status::OK();
@@ -312,18 +559,20 @@ class MpiCommunicator final : public Communicator {
     c->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(timeout_seconds_));
     if (!failure_.ok()) return failure_;
+    ADACOMP_RETURN_IF_ERROR(CheckAlive(*c));
     my_header_ = Header{kind, c->sequence, count, root};
     headers_[rank_] = my_header_;
     if (size_ > 1) {
       std::fill(requests_.begin(), requests_.end(), MPI_REQUEST_NULL);
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
-        ADACOMP_RETURN_IF_ERROR(
-            Check(*c, "MPI_Irecv",
-                  MPI_Irecv(&headers_[r], 4, MPI_INT64_T, r, kHeaderTag, comm_, &requests_[r])));
-        ADACOMP_RETURN_IF_ERROR(Check(
-            *c, "MPI_Isend",
-            MPI_Isend(&my_header_, 4, MPI_INT64_T, r, kHeaderTag, comm_, &requests_[size_ + r])));
+        ADACOMP_RETURN_IF_ERROR(Call(*c, "MPI_Irecv", [&] {
+          return MPI_Irecv(&headers_[r], 4, MPI_INT64_T, r, kHeaderTag, comm_, &requests_[r]);
+        }));
+        ADACOMP_RETURN_IF_ERROR(Call(*c, "MPI_Isend", [&] {
+          return MPI_Isend(&my_header_, 4, MPI_INT64_T, r, kHeaderTag, comm_,
+                           &requests_[size_ + r]);
+        }));
       }
       bool timed_out = false;
       ADACOMP_RETURN_IF_ERROR(Poll(*c, requests_.data(), 2 * size_, &timed_out));
@@ -514,16 +763,16 @@ class MpiCommunicator final : public Communicator {
       const size_t rn = std::min(kRingPieceValues, recv_count - received);
       const size_t sn = std::min(kRingPieceValues, send_count - sent);
       if (rn > 0) {
-        ADACOMP_RETURN_IF_ERROR(
-            Check(c, "MPI_Irecv",
-                  MPI_Irecv(in + received * value_bytes, static_cast<int>(rn * value_bytes),
-                            MPI_BYTE, from, kRingTag, comm_, &pair[0])));
+        ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Irecv", [&] {
+          return MPI_Irecv(in + received * value_bytes, static_cast<int>(rn * value_bytes),
+                           MPI_BYTE, from, kRingTag, comm_, &pair[0]);
+        }));
       }
       if (sn > 0) {
-        ADACOMP_RETURN_IF_ERROR(
-            Check(c, "MPI_Isend",
-                  MPI_Isend(out + sent * value_bytes, static_cast<int>(sn * value_bytes), MPI_BYTE,
-                            to, kRingTag, comm_, &pair[1])));
+        ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Isend", [&] {
+          return MPI_Isend(out + sent * value_bytes, static_cast<int>(sn * value_bytes), MPI_BYTE,
+                           to, kRingTag, comm_, &pair[1]);
+        }));
       }
       bool timed_out = false;
       ADACOMP_RETURN_IF_ERROR(Poll(c, pair, 2, &timed_out));
@@ -543,6 +792,11 @@ class MpiCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   const double timeout_seconds_;
+  const std::vector<std::string> hosts_;
+  // Held around every MPI call, so that the heartbeat thread and the
+  // caller's thread take turns (MPI_THREAD_SERIALIZED).
+  std::mutex mpi_mu_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // null when off or P == 1
   int64_t sequence_ = 0;
   Status failure_;  // sticky
   std::atomic<bool> aborting_{false};
@@ -569,6 +823,11 @@ Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
   if (!(options.timeout_seconds > 0)) {
     return Status::InvalidArgument("MPI communicator: timeout_seconds must be > 0, got " +
                                    std::to_string(options.timeout_seconds));
+  }
+  if (!(options.heartbeat_seconds >= 0) || !std::isfinite(options.heartbeat_seconds)) {
+    return Status::InvalidArgument(
+        "MPI communicator: heartbeat_seconds must be >= 0 (0 = off), got " +
+        std::to_string(options.heartbeat_seconds));
   }
   int initialized = 0;
   int finalized = 0;
@@ -600,8 +859,38 @@ Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
   int size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  // Every rank's host, for messages that name a peer.
+  std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, 0);
+  {
+    std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, 0);
+    int length = 0;
+    MPI_Get_processor_name(mine.data(), &length);
+    mine[MPI_MAX_PROCESSOR_NAME - 1] = 0;
+    rc = MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                       MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+    if (rc != MPI_SUCCESS) {
+      return Status::Unavailable("MPI communicator: MPI_Allgather of host names failed: " +
+                                 MpiErrorText(rc));
+    }
+  }
+  std::vector<std::string> hosts(size);
+  for (int r = 0; r < size; ++r) {
+    const char* name = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts[r] = std::string(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
+  // The heartbeat needs a second thread to call MPI, serialized with this one.
+  int level = 0;
+  MPI_Query_thread(&level);
+  MPI_Comm beat_comm = MPI_COMM_NULL;
+  if (size > 1 && options.heartbeat_seconds > 0 && level >= MPI_THREAD_SERIALIZED) {
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &beat_comm);
+    if (rc != MPI_SUCCESS) {
+      return Status::Unavailable("MPI communicator: MPI_Comm_dup failed: " + MpiErrorText(rc));
+    }
+    MPI_Comm_set_errhandler(beat_comm, MPI_ERRORS_RETURN);
+  }
   return std::unique_ptr<Communicator>(
-      std::make_unique<MpiCommunicator>(comm, rank, size, options));
+      std::make_unique<MpiCommunicator>(comm, beat_comm, rank, size, std::move(hosts), options));
 }
 
 }  // namespace adacomp

@@ -5,8 +5,13 @@
 //   abort  rank 1 reports a decode error through Communicator::Abort
 //   stall  rank 1 stops calling collectives (sleeps 60 s)
 //   leave  rank 1 stops early and exits cleanly (MPI_Finalize at exit)
+//   stop   rank 1 stops itself (SIGSTOP), heartbeat thread and all: the
+//          heartbeat, not the collective deadline, must name it
+//   slow   rank 1 takes one step of 2.5 x HEARTBEAT_SECONDS (its heartbeat
+//          goes on): it must not be taken for dead; every rank finishes
 // A rank whose collective fails prints the Status and calls Abort(), as the
-// trainer does. Usage: adacomp_comm_mpi_failure MODE [TIMEOUT_SECONDS]
+// trainer does.
+// Usage: adacomp_comm_mpi_failure MODE [TIMEOUT_SECONDS [HEARTBEAT_SECONDS]]
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -20,12 +25,17 @@
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "ok";
-  if (mode != "ok" && mode != "kill" && mode != "abort" && mode != "stall" && mode != "leave") {
-    std::fprintf(stderr, "usage: %s ok|kill|abort|stall|leave [TIMEOUT_SECONDS]\n", argv[0]);
+  if (mode != "ok" && mode != "kill" && mode != "abort" && mode != "stall" && mode != "leave" &&
+      mode != "stop" && mode != "slow") {
+    std::fprintf(stderr,
+                 "usage: %s ok|kill|abort|stall|leave|stop|slow [TIMEOUT_SECONDS "
+                 "[HEARTBEAT_SECONDS]]\n",
+                 argv[0]);
     return 2;
   }
   adacomp::MpiOptions options;
   options.timeout_seconds = argc > 2 ? std::atof(argv[2]) : 5.0;
+  if (argc > 3) options.heartbeat_seconds = std::atof(argv[3]);
   auto created = adacomp::CreateMpiCommunicator(options);
   if (!created.ok()) {
     std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
@@ -43,6 +53,16 @@ int main(int argc, char** argv) {
         comm.Abort(adacomp::Status::Corruption("step 5: frame from rank 1 failed to decode"));
       }
       if (mode == "stall") std::this_thread::sleep_for(std::chrono::seconds(60));
+      if (mode == "stop") {
+        std::fprintf(stderr, "rank %d: stopping itself (SIGSTOP) at step %d\n", me, step);
+        std::fflush(stderr);
+        std::raise(SIGSTOP);
+      }
+      if (mode == "slow") {
+        const double seconds = 2.5 * options.heartbeat_seconds;
+        std::fprintf(stderr, "rank %d: a slow step of %g s at step %d\n", me, seconds, step);
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+      }
       if (mode == "leave") {
         std::fprintf(stderr, "rank %d: leaving early at step %d\n", me, step);
         return 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs adacomp_comm_mpi_failure under mpirun and checks how the job ends.
 # Usage: mpi_failure_test.sh MPIRUN NP PROGRAM MODE MAX_SECONDS zero|nonzero REGEX...
+# MODE is the program's arguments joined by commas (e.g. stop,120,4).
 # Passes when mpirun ends within MAX_SECONDS, its exit status is as expected,
 # and its output matches every REGEX (grep -E). A hung job is killed after
 # MAX_SECONDS + 30 s and fails the test.
@@ -14,11 +15,12 @@ shift 6
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
+IFS=, read -ra margs <<<"$mode"
 start=$(date +%s.%N)
 # The same flags as the collective tests (src/comm/CMakeLists.txt).
 timeout -k 5 $((max_seconds + 30)) "$mpirun" --oversubscribe --allow-run-as-root --bind-to none \
   --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca oob_tcp_if_include lo \
-  -np "$np" "$program" "$mode" >"$out" 2>&1
+  -np "$np" "$program" "${margs[@]}" >"$out" 2>&1
 rc=$?
 end=$(date +%s.%N)
 elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
