@@ -83,6 +83,10 @@ struct EpochMetrics {
   std::optional<double> rate[kLayerTypeCount];  // over the epoch
   double end_to_end_rate = 0;
   bool end_of_epoch = true;  // false for the extra evaluations of eval_every
+  // Wall-clock seconds this learner spent in training steps up to here
+  // (evaluations and checkpoints excluded; since the start, or since the
+  // resume): the clock for time-to-accuracy.
+  double train_seconds = 0;
 };
 
 struct TrainOptions {

@@ -131,7 +131,8 @@ class Learner {
   // in this process (ExchangeResult::transport_*).
   uint64_t transport_sent_ = 0, transport_received_ = 0;
   std::vector<EpochMetrics> epochs_;
-  RunLog log_;  // rank 0's metrics and diagnostics files
+  double train_seconds_ = 0;  // in DoStep, since the start or the resume
+  RunLog log_;                // rank 0's metrics and diagnostics files
 };
 
 Status Learner::Setup() {
@@ -497,8 +498,10 @@ Result<TrainSummary> Learner::Run() {
   while (steps_done_ < total_steps_) {
     StepMetrics m;
     m.total_steps = total_steps_;
+    const auto step_begin = Clock::now();
     Status st = DoStep(steps_done_, &m);
     if (!st.ok()) return st;
+    train_seconds_ += Since(step_begin);
     ++steps_done_;
     evaluated_at_end = false;
     m.elapsed_seconds = Since(run_start);
@@ -516,6 +519,7 @@ Result<TrainSummary> Learner::Run() {
       e.epoch = (steps_done_ - 1) / steps_per_epoch_;
       e.step = steps_done_;
       e.end_of_epoch = epoch_end;
+      e.train_seconds = train_seconds_;
       ADACOMP_RETURN_IF_ERROR(Evaluate(&e.test_accuracy, &e.test_loss));
       e.train_loss = epoch_loss_count_ ? epoch_loss_sum_ / epoch_loss_count_ : NAN;
       epoch_totals_.Rates(present_, e.rate, &e.end_to_end_rate);

@@ -169,6 +169,7 @@ std::string TrainSummary::ToJson() const {
     ej["test_accuracy"] = e.test_accuracy;
     ej["test_loss"] = e.test_loss;
     ej["train_loss"] = std::isfinite(e.train_loss) ? json(e.train_loss) : json(nullptr);
+    ej["train_seconds"] = e.train_seconds;
     ej["compression_rate"] = Rates(e.rate, e.end_to_end_rate);
     epochs_json.push_back(ej);
   }

@@ -383,6 +383,37 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
   }
 }
 
+// eval_every adds evaluations between epoch ends, each stamped with the
+// training time so far (the clock of time-to-accuracy): the steps' own time,
+// without the evaluations.
+TEST_F(TrainerTest, EvaluationsCarryTheTrainingTimeSoFar) {
+  TrainOptions o = Base();
+  o.steps = 6;
+  o.eval_every = 2;
+  o.log_every = 1;
+  std::vector<StepMetrics> steps;
+  o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  TrainSummary s = Run(o);
+  ASSERT_EQ(steps.size(), 6u);
+  ASSERT_EQ(s.epoch_metrics.size(), 3u);  // steps 2, 4, 6 (an epoch is 10 steps)
+  double stepped = 0;
+  size_t next = 0;
+  double previous = 0;
+  for (const EpochMetrics& e : s.epoch_metrics) {
+    EXPECT_FALSE(e.end_of_epoch);
+    while (next < static_cast<size_t>(e.step)) stepped += steps[next++].step_seconds;
+    EXPECT_GT(e.train_seconds, previous) << "step " << e.step;
+    // DoStep timed from outside: at least the steps' own time, and not the
+    // evaluations (elapsed_seconds, since the start, includes them).
+    EXPECT_GE(e.train_seconds, 0.999 * stepped) << "step " << e.step;
+    EXPECT_LT(e.train_seconds, steps[static_cast<size_t>(e.step) - 1].elapsed_seconds);
+    previous = e.train_seconds;
+  }
+  auto j = nlohmann::json::parse(s.ToJson());
+  EXPECT_DOUBLE_EQ(j["epoch_metrics"][2]["train_seconds"].get<double>(),
+                   s.epoch_metrics[2].train_seconds);
+}
+
 TEST_F(TrainerTest, OtherModelsRun) {
   TempDir text("text");
   {
