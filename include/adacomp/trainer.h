@@ -120,6 +120,10 @@ struct TrainOptions {
   int64_t train_limit = 0;  // > 0: use only the first N training examples
   int64_t test_limit = 0;   // > 0: evaluate on the first N test examples
   int64_t eval_every = 0;   // > 0: also evaluate every N steps
+  // > 0: end the run at the first evaluation (epoch end, eval_every, last
+  // step) whose test accuracy reaches it (time-to-accuracy runs); every
+  // learner sees the same accuracy, so all stop at the same step.
+  double stop_at_accuracy = 0;
   int64_t log_every = 20;   // metrics/progress every N steps (and the last step)
   std::string metrics_out;  // JSONL path, "" = none
   // JSONL path, "" = none: rank 0's residue diagnostics per tensor every
@@ -192,6 +196,11 @@ struct TrainSummary {
   std::vector<float> weights;  // rank 0's final weights (test hook keep_weights only)
   std::vector<EpochMetrics> epoch_metrics;
   bool stopped_early = false;  // test hook stop_after_steps hit
+  // With stop_at_accuracy: the step and the training seconds (steps only,
+  // EpochMetrics::train_seconds) of the evaluation that reached it; -1 when
+  // none did.
+  int64_t reached_accuracy_step = -1;
+  double reached_accuracy_seconds = -1;
   std::string ToJson() const;  // pretty-printed object
 };
 

@@ -131,8 +131,10 @@ class Learner {
   // in this process (ExchangeResult::transport_*).
   uint64_t transport_sent_ = 0, transport_received_ = 0;
   std::vector<EpochMetrics> epochs_;
-  double train_seconds_ = 0;  // in DoStep, since the start or the resume
-  RunLog log_;                // rank 0's metrics and diagnostics files
+  double train_seconds_ = 0;   // in DoStep, since the start or the resume
+  int64_t reached_step_ = -1;  // stop_at_accuracy reached at this step
+  double reached_seconds_ = -1;
+  RunLog log_;  // rank 0's metrics and diagnostics files
 };
 
 Status Learner::Setup() {
@@ -531,11 +533,25 @@ Result<TrainSummary> Learner::Run() {
         epoch_loss_count_ = 0;
       }
       evaluated_at_end = true;
+      if (o_.stop_at_accuracy > 0 && e.test_accuracy >= o_.stop_at_accuracy && reached_step_ < 0) {
+        reached_step_ = steps_done_;
+        reached_seconds_ = e.train_seconds;
+        if (rank_ == 0) {
+          char line[160];
+          std::snprintf(line, sizeof(line),
+                        "reached test accuracy %.4f (target %.4f) at step %lld after %.2f s of "
+                        "training: stopping",
+                        e.test_accuracy, o_.stop_at_accuracy, static_cast<long long>(steps_done_),
+                        e.train_seconds);
+          Message(line);
+        }
+      }
     }
     if (checkpoints && (epoch_end || last ||
                         (o_.checkpoint_every > 0 && steps_done_ % o_.checkpoint_every == 0))) {
       ADACOMP_RETURN_IF_ERROR(SaveCheckpoint());
     }
+    if (reached_step_ >= 0) break;
     if (hooks_.stop_after_steps > 0 && steps_done_ >= hooks_.stop_after_steps && !last) {
       stopped_early = true;
       break;
@@ -586,6 +602,8 @@ Result<TrainSummary> Learner::Run() {
   s.weights_sha256 = digest;
   s.epoch_metrics = epochs_;
   s.stopped_early = stopped_early;
+  s.reached_accuracy_step = reached_step_;
+  s.reached_accuracy_seconds = reached_seconds_;
   if (hooks_.keep_weights) {
     auto bytes = WeightsBytes();
     s.weights.resize(bytes.size() / sizeof(float));

@@ -51,6 +51,10 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (!(o.lr_decay_factor > 0)) return bad("--lr-decay-factor must be > 0");
   if (o.threads < 0) return bad("--threads must be >= 0");
   if (o.log_every < 1) return bad("--log-every must be >= 1");
+  if (!(o.stop_at_accuracy >= 0 && o.stop_at_accuracy <= 1)) {
+    return bad("--stop-at-accuracy must be in [0, 1] (0 = off)");
+  }
+  if (o.eval_every < 0) return bad("--eval-every must be >= 0 (0 = epoch ends only)");
   if (o.max_bad_steps < 1) return bad("--max-bad-steps must be >= 1");
   if (o.checkpoint_every < 0) return bad("--checkpoint-every must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");

@@ -161,6 +161,12 @@ std::string TrainSummary::ToJson() const {
   j["learner_weights_sha256"] = learner_weights_sha256;
   j["replicas_identical"] = replicas_identical;
   j["stopped_early"] = stopped_early;
+  if (reached_accuracy_step >= 0) {
+    j["reached_accuracy"] = {{"step", reached_accuracy_step},
+                             {"train_seconds", reached_accuracy_seconds}};
+  } else {
+    j["reached_accuracy"] = nullptr;
+  }
   json epochs_json = json::array();
   for (const auto& e : epoch_metrics) {
     json ej;

@@ -414,6 +414,47 @@ TEST_F(TrainerTest, EvaluationsCarryTheTrainingTimeSoFar) {
                    s.epoch_metrics[2].train_seconds);
 }
 
+// stop_at_accuracy ends the run at the first evaluation that reaches the
+// target, on every learner alike; a target never reached runs to the end.
+TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
+  TrainOptions o = Base();
+  o.steps = 20;
+  o.eval_every = 2;
+  TrainSummary full = Run(o);
+  ASSERT_EQ(full.epoch_metrics.size(), 10u);
+  EXPECT_EQ(full.reached_accuracy_step, -1);
+  // The target: the accuracy of the fifth evaluation (step 10), so the run
+  // must stop at the first evaluation at least as good, at or before it.
+  const double target = full.epoch_metrics[4].test_accuracy;
+  size_t first = 0;
+  while (full.epoch_metrics[first].test_accuracy < target) ++first;
+  ASSERT_LE(first, 4u);
+  o.stop_at_accuracy = target;
+  TrainSummary stopped = Run(o);
+  EXPECT_EQ(stopped.steps, full.epoch_metrics[first].step);
+  EXPECT_EQ(stopped.reached_accuracy_step, full.epoch_metrics[first].step);
+  ASSERT_EQ(stopped.epoch_metrics.size(), first + 1);
+  EXPECT_DOUBLE_EQ(stopped.test_accuracy, full.epoch_metrics[first].test_accuracy);
+  EXPECT_DOUBLE_EQ(stopped.reached_accuracy_seconds, stopped.epoch_metrics.back().train_seconds);
+  EXPECT_TRUE(stopped.replicas_identical);
+  EXPECT_NE(messages_.find("reached test accuracy"), std::string::npos) << messages_;
+  auto j = nlohmann::json::parse(stopped.ToJson());
+  EXPECT_EQ(j["reached_accuracy"]["step"].get<int64_t>(), stopped.steps);
+  // Not reached within the run (4 steps, whose evaluations are below 1): the
+  // whole run, as without the option, and null in the JSON.
+  ASSERT_LT(full.epoch_metrics[1].test_accuracy, 1.0);
+  o.steps = 4;
+  o.stop_at_accuracy = 0;
+  TrainSummary plain = Run(o);
+  o.stop_at_accuracy = 1.0;
+  TrainSummary never = Run(o);
+  EXPECT_EQ(never.steps, 4);
+  EXPECT_EQ(never.weights_sha256, plain.weights_sha256);
+  EXPECT_TRUE(nlohmann::json::parse(never.ToJson())["reached_accuracy"].is_null());
+  o.stop_at_accuracy = 1.5;
+  EXPECT_FALSE(Train(o, {}).ok());
+}
+
 TEST_F(TrainerTest, OtherModelsRun) {
   TempDir text("text");
   {

@@ -327,6 +327,10 @@ int RunTrain(TrainArgs& a) {
                   : "",
               s.stopped_early ? ", stopped early (--stop-after-steps)" : "");
   std::printf("  test accuracy    %.4f\n", s.test_accuracy);
+  if (s.reached_accuracy_step >= 0) {
+    std::printf("  target reached   at step %lld, after %.2f s of training steps\n",
+                static_cast<long long>(s.reached_accuracy_step), s.reached_accuracy_seconds);
+  }
   std::printf("  %s %.4f\n", lstm ? "test loss/char  " : "test loss       ", s.test_loss);
   std::printf("  compression      conv %s | fc %s | lstm %s | other %s | end-to-end %s\n",
               RateText(s.rate[0]).c_str(), RateText(s.rate[1]).c_str(), RateText(s.rate[2]).c_str(),
@@ -470,6 +474,10 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_flag("--resume", o.resume, "continue from the newest valid checkpoint");
   app->add_option("--log-every", o.log_every, "steps between metrics lines")->capture_default_str();
   app->add_option("--eval-every", o.eval_every, "also evaluate every N steps");
+  app->add_option("--stop-at-accuracy", o.stop_at_accuracy,
+                  "end the run at the first evaluation reaching this test accuracy (0-1; "
+                  "time-to-accuracy runs; the summary's reached_accuracy says when)")
+      ->capture_default_str();
   app->add_option("--train-limit", o.train_limit, "use only the first N training examples");
   app->add_option("--test-limit", o.test_limit, "evaluate on the first N test examples");
   app->add_option("--max-bad-steps", o.max_bad_steps,
