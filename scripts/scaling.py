@@ -11,9 +11,10 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           the hosts' interfaces counted over the run. mnist-cnn at P = 2, 4,
           8; the other models at P = 4. Codecs: dense (float32 ring), fp16
           (binary16 ring), adacomp, topk, onebit.
-  bytes   the same mnist-cnn runs at 100 Mbit/s again with twice the steps:
-          the counters' difference between the two is the per-step link
-          traffic without start-up and the final evaluation.
+  bytes   the same mnist-cnn runs at 100 Mbit/s again with twice the steps,
+          host 0's interface counters on every metrics line
+          (--link-counters): the bytes that crossed its link over steps
+          6-50 against rank 0's exchange bytes over the same steps.
   target  time to a fixed test accuracy (the accuracy dense reaches after
           one epoch, in-process): mnist-cnn, P = 4 and 8, every link, dense,
           fp16 and adacomp (topk and onebit at 100 Mbit/s), each run ending
@@ -181,6 +182,17 @@ def median_split(metrics_path):
   split["transport_received_bytes"] = statistics.median(
       r["transport_received_bytes"] for r in rows)
   split["bytes_sent"] = statistics.median(r["bytes_sent"] for r in rows)
+  # Host 0's link counters (--link-counters) from the last line before the
+  # medians' steps to the last step, against rank 0's own exchange bytes.
+  with open(metrics_path) as f:
+    lines = [json.loads(line) for line in f]
+  first = [j for j in lines if j["step"] == SKIP]
+  if first and "link_rx_bytes" in first[0] and rows:
+    n = rows[-1]["step"] - SKIP
+    split["link_rx_per_step"] = (rows[-1]["link_rx_bytes"] - first[0]["link_rx_bytes"]) / n
+    split["link_tx_per_step"] = (rows[-1]["link_tx_bytes"] - first[0]["link_tx_bytes"]) / n
+    split["exchange_rx_per_step"] = sum(j["transport_received_bytes"] for j in rows) / n
+    split["exchange_tx_per_step"] = sum(j["transport_sent_bytes"] for j in rows) / n
   return split
 
 
@@ -192,7 +204,7 @@ def train_args(c, work):
              "--log-every", "1000"]
   else:
     args += ["--test-limit", "500", "--steps", str(c["steps"]), "-q", "--log-every", "1",
-             "--metrics-out", os.path.join(work, "metrics.jsonl")]
+             "--metrics-out", os.path.join(work, "metrics.jsonl"), "--link-counters", "eth0"]
   return args + ["--summary-out", os.path.join(work, "summary.json")]
 
 

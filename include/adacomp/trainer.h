@@ -71,6 +71,9 @@ struct StepMetrics {
   double step_seconds = 0;
   double elapsed_seconds = 0;  // since the start of the run
   int64_t total_steps = 0;
+  // TrainOptions::link_counters: the interface's cumulative byte counters
+  // when this step's line was written; -1 without it.
+  int64_t link_rx_bytes = -1, link_tx_bytes = -1;
   std::string ToJson() const;  // one line, no newline
 };
 
@@ -126,6 +129,11 @@ struct TrainOptions {
   double stop_at_accuracy = 0;
   int64_t log_every = 20;   // metrics/progress every N steps (and the last step)
   std::string metrics_out;  // JSONL path, "" = none
+  // A network interface ("eth0"), "" = none: each metrics line also gets
+  // rank 0's host's byte counters of that interface (Linux
+  // /sys/class/net/IFACE/statistics), so that the bytes that crossed the
+  // link between two lines can be set beside the exchange's own figure.
+  std::string link_counters;
   // JSONL path, "" = none: rank 0's residue diagnostics per tensor every
   // log_every steps (src/train/diagnostics.h); codecs with a residue only.
   std::string diagnostics_out;

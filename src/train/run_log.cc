@@ -1,6 +1,19 @@
 #include "run_log.h"
 
+#include <fstream>
+
 namespace adacomp::train {
+namespace {
+
+// One counter of /sys/class/net/IFACE/statistics; -1 if it cannot be read.
+int64_t ReadCounter(const std::string& iface, const char* name) {
+  std::ifstream in("/sys/class/net/" + iface + "/statistics/" + name);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+}  // namespace
 
 Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const ExchangeResult& xr,
                    int64_t step, int64_t consecutive, std::string* warning) {
@@ -24,6 +37,17 @@ Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const Excha
 
 Status RunLog::Open(const TrainOptions& o, bool append, std::vector<ResidueProbe::Tensor> tensors) {
   o_ = &o;
+  if (!o.link_counters.empty()) {
+    if (o.metrics_out.empty()) {
+      return Status::InvalidArgument("--link-counters needs --metrics-out (its lines carry them)");
+    }
+    if (o.link_counters.find('/') != std::string::npos || o.link_counters[0] == '.' ||
+        ReadCounter(o.link_counters, "rx_bytes") < 0) {
+      return Status::InvalidArgument("--link-counters " + o.link_counters +
+                                     ": no readable /sys/class/net/" + o.link_counters +
+                                     "/statistics/rx_bytes on this host (see `ip link`)");
+    }
+  }
   if (!o.metrics_out.empty()) {
     metrics_ = std::make_unique<std::ofstream>(
         o.metrics_out, std::ios::out | (append ? std::ios::app : std::ios::trunc));
@@ -54,7 +78,14 @@ void RunLog::AfterExchange(GradientExchange& x, std::span<const std::span<const 
 
 void RunLog::Step(const StepMetrics& m, bool log_point) {
   if (log_point && metrics_) {
-    *metrics_ << m.ToJson() << "\n";
+    if (!o_->link_counters.empty()) {
+      StepMetrics with = m;
+      with.link_rx_bytes = ReadCounter(o_->link_counters, "rx_bytes");
+      with.link_tx_bytes = ReadCounter(o_->link_counters, "tx_bytes");
+      *metrics_ << with.ToJson() << "\n";
+    } else {
+      *metrics_ << m.ToJson() << "\n";
+    }
     metrics_->flush();
   }
   if (log_point && diagnostics_) {

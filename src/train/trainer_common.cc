@@ -96,6 +96,10 @@ std::string StepMetrics::ToJson() const {
                {"communicate", communicate_s}, {"decompress", decompress_s},
                {"update", update_s},           {"step", step_seconds}};
   j["elapsed_seconds"] = elapsed_seconds;
+  if (link_rx_bytes >= 0) {
+    j["link_rx_bytes"] = link_rx_bytes;
+    j["link_tx_bytes"] = link_tx_bytes;
+  }
   return j.dump();
 }
 

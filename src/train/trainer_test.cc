@@ -455,6 +455,44 @@ TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
   EXPECT_FALSE(Train(o, {}).ok());
 }
 
+// link_counters adds the interface's byte counters to every metrics line
+// (here "lo", which every Linux host has); an interface that is not there is
+// an error naming it.
+TEST_F(TrainerTest, LinkCountersGoIntoTheMetricsLines) {
+  TrainOptions o = Base();
+  o.steps = 4;
+  o.log_every = 1;
+  TempDir out("link");
+  o.metrics_out = out.Path("m.jsonl");
+  o.link_counters = "lo";
+  Run(o);
+  std::ifstream in(o.metrics_out);
+  std::string line;
+  int64_t last_rx = -1;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    ++lines;
+    ASSERT_TRUE(j.contains("link_rx_bytes") && j.contains("link_tx_bytes")) << line;
+    const int64_t rx = j["link_rx_bytes"].get<int64_t>();
+    EXPECT_GE(rx, last_rx);
+    EXPECT_GE(j["link_tx_bytes"].get<int64_t>(), 0);
+    last_rx = rx;
+  }
+  EXPECT_EQ(lines, 4);
+  o.link_counters = "no-such-if0";
+  auto r = Train(o, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--link-counters no-such-if0"), std::string::npos)
+      << r.status().ToString();
+  // Without it, no such fields.
+  o.link_counters = "";
+  Run(o);
+  std::ifstream again(o.metrics_out);
+  ASSERT_TRUE(std::getline(again, line));
+  EXPECT_FALSE(nlohmann::json::parse(line).contains("link_rx_bytes"));
+}
+
 TEST_F(TrainerTest, OtherModelsRun) {
   TempDir text("text");
   {

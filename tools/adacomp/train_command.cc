@@ -461,6 +461,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--threads", o.threads,
                   "learners computing at once (default: cores); results do not depend on it");
   app->add_option("--metrics-out", o.metrics_out, "JSONL file, one object per logged step");
+  app->add_option("--link-counters", o.link_counters,
+                  "IFACE: each metrics line also gets rank 0's host's rx/tx byte counters of "
+                  "that network interface (link_rx_bytes, link_tx_bytes)");
   app->add_option("--diagnostics-out", o.diagnostics_out,
                   "JSONL file: rank 0's residue per tensor every --log-every steps (share "
                   "sent, scale vs |G| sent, residue and gradient norms, steps elements wait)");
