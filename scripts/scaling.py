@@ -21,6 +21,11 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           at the first evaluation (every 16 steps) that reaches it
           (--stop-at-accuracy), its clock the training steps' own time.
 
+  probe   why AdaComp needs more steps to the target: the same target
+          in-process (4 learners, no links), dense and AdaComp with the
+          default and with remedies (2x lr, half the bin sizes, fp32 values,
+          32 dense warm-up steps), steps and training seconds to it.
+
 Results: results/scaling/<part>/<id>.json, each written once, atomically,
 with the command, the date and the machine; --skip-existing resumes an
 interrupted set. The document and plots come from scripts/scaling_report.py.
@@ -111,7 +116,42 @@ def configs():
                     "steps": STEPS})
   for c in out:
     c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
+  for name, extra in PROBES:
+    out.append({"part": "probe", "model": "mnist-cnn", "id": name, "args": extra})
   return out
+
+
+# In-process runs to the time-to-accuracy target: which settings shorten
+# AdaComp's way there (steps), and what each costs in rate.
+PROBES = [
+    ("dense", ["--codec", "dense"]),
+    ("default", ["--codec", "adacomp"]),
+    ("lr2x", ["--codec", "adacomp", "--lr", "0.04"]),
+    ("bins_half", ["--codec", "adacomp", "--bin-sizes", "conv=25,fc=250"]),
+    ("fp32", ["--codec", "adacomp", "--values", "fp32"]),
+    ("warm32", ["--codec", "adacomp", "--dense-warmup-steps", "32"]),
+    ("dense_lr2x", ["--codec", "dense", "--lr", "0.04"]),
+]
+
+
+def run_probe(adacomp, c, log):
+  with tempfile.TemporaryDirectory(prefix="scaling-") as work:
+    args = ["--model", "mnist-cnn"] + c["args"] + COMMON + [
+        "--learners", "4", "--test-limit", "2000", "--eval-every", str(TARGET_EVERY),
+        "--steps", str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
+        "--summary-out", os.path.join(work, "s.json")]
+    r = subprocess.run([adacomp, "train"] + args, capture_output=True, text=True, timeout=3600)
+    log.write("== %s probe %s\n%s%s\n" % (utc_now(), c["id"], r.stdout, r.stderr))
+    if r.returncode != 0:
+      print("  failed: " + r.stderr[-400:], flush=True)
+      return None
+    with open(os.path.join(work, "s.json")) as f:
+      summary = json.load(f)
+  keep = ["test_accuracy", "steps", "reached_accuracy", "epoch_metrics", "compression_rate",
+          "seconds_per_step", "weights_sha256"]
+  return {"part": "probe", "id": c["id"], "target": c["target"],
+          "command": "adacomp train " + shlex.join(args), "date": utc_now(),
+          "machine": machine(), "summary": {k: summary.get(k) for k in keep}}
 
 
 def path_of(c):
@@ -271,7 +311,7 @@ def find_target(adacomp, log):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--part", default="all", choices=["steps", "bytes", "target", "all"])
+  ap.add_argument("--part", default="all", choices=["steps", "bytes", "target", "probe", "all"])
   ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
   ap.add_argument("--skip-existing", action="store_true")
   ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
@@ -300,17 +340,18 @@ def main():
       for i, c in enumerate(todo):
         if args.skip_existing and os.path.exists(path_of(c)):
           continue
-        if c["part"] == "target":
+        if c["part"] in ("target", "probe"):
           c["target"] = find_target(args.adacomp, log)
         print("[%d/%d] %s %s %s" % (i + 1, len(todo), utc_now(), c["part"], c["id"]),
               flush=True)
-        rec = run_one(args.adacomp, c, cl, log)
+        rec = run_probe(args.adacomp, c, log) if c["part"] == "probe" else run_one(
+            args.adacomp, c, cl, log)
         if rec is None:
           failed += 1
           continue
         write_json(path_of(c), rec)
         s = rec["summary"]
-        if c["part"] == "target":
+        if c["part"] in ("target", "probe"):
           print("  reached %s" % s["reached_accuracy"], flush=True)
         else:
           print("  %.4f s/step (median; compute %.4f, communicate %.4f)" % (
