@@ -116,20 +116,35 @@ def exchange_time(r):
   return s["step"] - s["compute"] - s["compress"] - s["decompress"] - s["update"]
 
 
+def half_elements(codec, p, n):
+  """Values a host converts to and from binary16 per step in a fp16 ring."""
+  return 2 * 2 * (p - 1) / p * n if codec == "fp16" else 0.0
+
+
+def features(codec, p, nbytes, n):
+  ring = codec in RING
+  return (rounds(codec, p) if ring else 0.0, 0.0 if ring else rounds(codec, p), nbytes,
+          half_elements(codec, p, n), 1.0)
+
+
 def fit_model(steps):
-  """Per link: (alpha, beta, gamma) of rounds x alpha + bytes x beta + gamma."""
+  """Per link: (alpha, beta, kappa, gamma) of rounds x alpha + bytes x beta
+  + fp16 conversions x kappa + gamma, over every model's runs."""
   model = {}
   for link in LINKS:
-    runs = [(c, p, r) for (m, c, p, l), r in steps.items() if m == "mnist-cnn" and l == link]
-    if len(runs) >= 4:
-      xs = [(rounds(c, p), recv_bytes(r), 1.0) for c, p, r in runs]
+    runs = [(c, p, r) for (m, c, p, l), r in steps.items() if l == link]
+    if len(runs) >= 5:
+      xs = [features(c, p, recv_bytes(r), r["summary"]["parameters"]) for c, p, r in runs]
       model[link] = nonneg_lstsq(xs, [exchange_time(r) for _, _, r in runs])
   return model
 
 
-def predict_comm(model, link, codec, p, nbytes):
-  alpha, beta, gamma = model[link]
-  return alpha * rounds(codec, p) + beta * nbytes + gamma
+def predict_comm(model, link, codec, p, nbytes, n, alpha=None):
+  a_ring, a_gather, beta, kappa, gamma = model[link]
+  a = a_ring if codec in RING else a_gather
+  if alpha is not None:
+    a = alpha
+  return a * rounds(codec, p) + beta * nbytes + kappa * half_elements(codec, p, n) + gamma
 
 
 # ---- the document -----------------------------------------------------------
@@ -228,14 +243,39 @@ def target_table(targets, target):
   return lines, verdicts
 
 
+PROBE_NAME = {
+    "dense": "dense fp32 (lr 0.02)", "dense_lr2x": "dense fp32, lr 0.04",
+    "default": "AdaComp, the paper's default (lr 0.02)", "lr2x": "AdaComp, lr 0.04",
+    "bins_half": "AdaComp, bins conv 25 / fc 250", "fp32": "AdaComp, fp32 values",
+    "warm32": "AdaComp after 32 dense steps",
+}
+
+
+def probe_table(probes):
+  lines = ["| run | steps to the target | training seconds (in-process) | end-to-end rate |"
+           " accuracy at each evaluation (every 16 steps) |", "|---|---|---|---|---|"]
+  for name in ("dense", "dense_lr2x", "default", "lr2x", "bins_half", "fp32", "warm32"):
+    r = probes.get(name)
+    if not r:
+      continue
+    s = r["summary"]
+    ra = s.get("reached_accuracy")
+    lines.append("| %s | %s | %s | %.0fx | %s |" % (
+        PROBE_NAME[name], ra["step"] if ra else "not reached",
+        "%.1f" % ra["train_seconds"] if ra else "-", s["compression_rate"]["end_to_end"],
+        ", ".join("%.3f" % e["test_accuracy"] for e in s["epoch_metrics"])))
+  return lines
+
+
 def model_tables(steps, model):
-  lines = ["| link | alpha (ms per round) | effective rate (1 / beta) | gamma (ms per step) |"
-           " runs |", "|---|---|---|---|---|"]
+  lines = ["| link | alpha ring (ms per round) | alpha all-gather (ms per round) | effective "
+           "rate (1 / beta) | kappa (ns per fp16 conversion) | gamma (ms per step) | runs |",
+           "|---|---|---|---|---|---|---|"]
   for link in LINKS:
     if link not in model:
       continue
-    alpha, beta, gamma = model[link]
-    n = sum(1 for k in steps if k[0] == "mnist-cnn" and k[3] == link)
+    alpha, alpha_g, beta, kappa, gamma = model[link]
+    n = sum(1 for k in steps if k[3] == link)
     if beta > 0:
       eff = 8 / beta
       rate = "%.0f Mbit/s" % (eff / 1e6)
@@ -243,15 +283,15 @@ def model_tables(steps, model):
         rate += " (%.0f %% of the line)" % (100 * eff / RATE[link])
     else:
       rate = "not resolved (bytes cost nothing measurable)"
-    lines.append("| %s | %.3f | %s | %.1f | %d |" % (LINK_NAME[link], 1e3 * alpha, rate,
-                                                     1e3 * gamma, n))
+    lines.append("| %s | %.3f | %.3f | %s | %.2f | %.1f | %d |" % (
+        LINK_NAME[link], 1e3 * alpha, 1e3 * alpha_g, rate, 1e9 * kappa, 1e3 * gamma, n))
   errors = []
   for (m, c, p, link), r in sorted(steps.items()):
     if link not in model:
       continue
     s = r["split"]
     pred = s["compute"] + s["compress"] + s["decompress"] + s["update"] + predict_comm(
-        model, link, c, p, recv_bytes(r))
+        model, link, c, p, recv_bytes(r), r["summary"]["parameters"])
     errors.append((abs(pred / s["step"] - 1), m, c, p, link, pred, s["step"]))
   errors.sort(reverse=True)
   within = sum(1 for e in errors if e[0] <= 0.2)
@@ -279,22 +319,27 @@ def predictions(steps, model):
   d1 = max(d1, 0.0)
   d0 = max(md - d1 * mp, 0.0)
   lines = ["| parameters | link | P | dense fp32 ring | dense fp16 ring | AdaComp | "
-           "AdaComp bytes / ring bytes |", "|---|---|---|---|---|---|---|"]
+           "AdaComp with alpha 50 us: fp32 ring / fp16 ring / AdaComp | "
+           "AdaComp bytes / fp32 ring bytes |", "|---|---|---|---|---|---|---|---|"]
   for n in (431080, 25_000_000, 110_000_000):
     for link in ("100mbit", "1gbit", "10gbit"):
       for p in (8, 32, 256):
         ring32 = 2 * (p - 1) / p * 4 * n
         ring16 = ring32 / 2
         ada = (p - 1) * frame * n / n_ref
-        t = {
-            "dense": predict_comm(model, link, "dense", p, ring32) + per_elem["dense"] * n,
-            "fp16": predict_comm(model, link, "fp16", p, ring16) + per_elem["fp16"] * n,
-            "adacomp": predict_comm(model, link, "adacomp", p, ada) + per_elem["adacomp"] * n
-                       + (d0 + d1 * p) * n / n_ref,
-        }
-        lines.append("| %s | %s | %d | %.3f s | %.3f s | %.3f s | %.2f |" % (
-            "{:,}".format(n), LINK_NAME[link], p, t["dense"], t["fp16"], t["adacomp"],
-            ada / ring32))
+
+        def times(alpha):
+          return (
+              predict_comm(model, link, "dense", p, ring32, n, alpha) + per_elem["dense"] * n,
+              predict_comm(model, link, "fp16", p, ring16, n, alpha) + per_elem["fp16"] * n,
+              predict_comm(model, link, "adacomp", p, ada, n, alpha) +
+              per_elem["adacomp"] * n + (d0 + d1 * p) * n / n_ref)
+
+        here = times(None)
+        dc = times(50e-6)
+        lines.append("| %s | %s | %d | %.3f s | %.3f s | %.3f s | %.3f / %.3f / %.3f s | %.2f |" %
+                     ("{:,}".format(n), LINK_NAME[link], p, here[0], here[1], here[2], dc[0],
+                      dc[1], dc[2], ada / ring32))
   crossover = 2 * 4 * n_ref / frame + 1
   return lines, crossover, frame, n_ref
 
@@ -364,6 +409,48 @@ def plots(steps, targets, target):
   return written
 
 
+def speedup(steps, m, p, link):
+  a = steps.get((m, "adacomp", p, link))
+  ring = [steps[(m, c, p, link)]["split"]["step"] for c in RING if (m, c, p, link) in steps]
+  if not a or not ring:
+    return None
+  return min(ring) / a["split"]["step"]
+
+
+def summary_lines(steps, targets, model):
+  out = []
+  for m, p in (("mnist-cnn", 8), ("fc-dnn", 4), ("cifar-cnn", 4), ("char-lstm", 4)):
+    v = [speedup(steps, m, p, l) for l in LINKS]
+    if all(x is not None for x in v):
+      out.append("- Time per step, %s on %d hosts, AdaComp against the faster dense ring: "
+                 "%s at 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped." % (
+                     m, p, ", ".join("%.2fx" % x for x in v)))
+  rows = target_rows(targets)
+  for p in (4, 8):
+    parts = []
+    for link in LINKS:
+      a = rows.get(("adacomp", p, link))
+      ring = [rows[(c, p, link)][0] for c in RING if rows.get((c, p, link))]
+      if a and ring:
+        parts.append("%.2fx at %s" % (min(ring) / a[0], LINK_NAME[link]))
+    if parts:
+      a = rows.get(("adacomp", p, "100mbit"))
+      d = rows.get(("dense", p, "100mbit"))
+      out.append("- Time to the target accuracy, mnist-cnn on %d hosts, the faster ring's "
+                 "time over AdaComp's: %s. AdaComp needs %s steps where dense needs %s: "
+                 "its steps are cheaper, but it needs more of them early in training." % (
+                     p, ", ".join(parts), a[1] if a else "?", d[1] if d else "?"))
+  out.append("- AdaComp pays where the link is the bottleneck: slow links (100 Mbit/s, "
+             "1 Gbit/s) and models whose gradient is large next to their compute (fc-dnn: "
+             "%s faster per step at 100 Mbit/s). It does not pay where compute dominates "
+             "the step (cifar-cnn, char-lstm at 1 Gbit/s and up: within 1.1-1.3x per "
+             "step) nor, counted to an accuracy, on fast links, where its early lag in "
+             "steps costs more than its cheaper steps save." % (
+                 "%.1fx" % speedup(steps, "fc-dnn", 4, "100mbit")
+                 if speedup(steps, "fc-dnn", 4, "100mbit") else "?"))
+  return out
+
+
 def main():
   steps = load("steps")
   twice = load("bytes")
@@ -388,6 +475,7 @@ def main():
          "16,384 training examples, seed 1; times are medians of rank 0's steps 6-25." % (
              len(steps), len(twice), len(targets), any_run["machine"]["cpu"],
              any_run["machine"]["cores"]), ""]
+  out += ["### In short", ""] + summary_lines(steps, targets, model) + [""]
   out += ["### Time per step, mnist-cnn (s)", ""] + step_table(steps, "mnist-cnn", (2, 4, 8))
   out += [""]
   for p in (4, 8):
@@ -440,16 +528,39 @@ def main():
                                                "met" if 1 / v <= 1.05 else "missed"))
     out += ["", "![test accuracy against wall-clock time](img/scaling_time_to_accuracy.png)",
             ""]
+    probes = {}
+    for p in sorted(glob.glob(os.path.join(RES, "probe", "*.json"))):
+      with open(p) as f:
+        r = json.load(f)
+      probes[r["id"]] = r
+    if probes:
+      out += ["#### Why AdaComp needs more steps to the target", "",
+              "The same target in-process (4 learner threads, no links; "
+              "`scripts/scaling.py --part probe`), the steps each setting needs. AdaComp's "
+              "elements wait in the residue before they are sent (docs/results.md, "
+              "diagnosis), so early in training its weights lag dense ones by some steps, "
+              "and at the start of training that lag is what decides the time to a modest "
+              "accuracy:", ""] + probe_table(probes) + [
+                  "", "Values are not the cause (fp32 values need the same steps as ternary "
+                  "ones). More elements per step (half the bin sizes) or a dense start "
+                  "shorten the way somewhat, at a high price in rate; a larger learning rate "
+                  "helps AdaComp as much as it helps dense, so the ratio of steps stays "
+                  "about the same. The lag is the residue's delay itself: an early, "
+                  "fast-moving gradient reaches the weights some steps late. On slow links "
+                  "the cheaper steps outweigh it; on fast ones they do not, and a user who "
+                  "measures time to a modest accuracy on a fast link should leave the "
+                  "exchange dense.", ""]
   lines, errors, within = model_tables(steps, model)
   out += ["### The cost model", "",
           "step = compute + coding + exchange; coding = compress + decompress + update "
-          "(measured); exchange = rounds x alpha + received bytes x beta + gamma, with "
-          "rounds = 2 (P - 1) + 2 for a ring and P - 1 + 2 for an all-gather of frames "
-          "(the 2: the step's agreement and header exchanges), received bytes what one host "
-          "receives per step, and gamma what a step costs besides (waiting for the slowest "
-          "rank's compute on these shared cores, the data batch). alpha, beta, gamma are "
-          "fitted per link (least squares, non-negative, over mnist-cnn's runs: every codec "
-          "and P):", ""] + lines + [""]
+          "(measured); exchange = rounds x alpha + received bytes x beta + fp16 conversions "
+          "x kappa + gamma, with rounds = 2 (P - 1) + 2 for a ring and P - 1 + 2 for an "
+          "all-gather of frames (the 2: the step's agreement and header exchanges; the "
+          "all-gather posts its P - 1 messages at once, so it gets an alpha of its own), "
+          "received bytes what one host receives per step, fp16 conversions the values a "
+          "fp16 ring converts per host (2 x 2 (P - 1) / P x N), and gamma a constant. The "
+          "parameters are fitted per link (least squares, non-negative) over every run of "
+          "that link (all models, codecs and P):", ""] + lines + [""]
   out += ["Predicted against measured step time: %d of %d runs within 20 %% (target: all). "
           "The worst:" % (within, len(errors)), "",
           "| model | codec | P | link | predicted | measured | error |", "|---|---|---|---|---|---|---|"]
@@ -462,7 +573,13 @@ def main():
     out += ["", "Predicted exchange time per step (communicate + coding; compute excluded, "
             "as each host would bring its own) for larger models and clusters, AdaComp "
             "at mnist-cnn's measured frame size per parameter (%.0f bytes for %s "
-            "parameters):" % (frame, "{:,}".format(n_ref)), ""] + lines + [
+            "parameters, the first 25 steps' rate; trained to the end the rate doubles and "
+            "the frames halve). Two columns of figures: with alpha as fitted here (some "
+            "milliseconds per round: P processes taking turns on 2 cores, so every message "
+            "round waits for a peer to be scheduled), and with alpha = 50 us, a data-center "
+            "TCP round trip, for hosts with their own cores; both with this machine's "
+            "fitted effective rates and coding costs:" % (frame, "{:,}".format(n_ref)),
+            ""] + lines + [
             "", "Bytes alone: every host receives P - 1 frames against the ring's "
             "2 (P - 1) / P gradients, so the all-gather moves more than a float32 ring "
             "only beyond P = %.0f at this compression rate (and a fp16 ring beyond half of "
