@@ -9,7 +9,7 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           decompress, update: medians over the steps after the first 5, from
           rank 0's --metrics-out), the trainer's wire bytes, and the bytes
           the hosts' interfaces counted over the run. mnist-cnn at P = 2, 4,
-          8; the other models at P = 4. Codecs: dense (float32 ring), fp16
+          8; the other models too (P = 4 first). Codecs: dense (float32 ring), fp16
           (binary16 ring), adacomp, topk, onebit.
   bytes   the same mnist-cnn runs at 100 Mbit/s again with twice the steps,
           host 0's interface counters on every metrics line
@@ -109,11 +109,12 @@ def configs():
           ("topk", "onebit") if link == "100mbit" else ()):
         out.append({"part": "target", "model": "mnist-cnn", "codec": codec, "P": p,
                     "link": link})
-  for model in MODELS[1:]:
-    for link, _ in LINKS:
-      for codec in CODECS:
-        out.append({"part": "steps", "model": model, "codec": codec, "P": 4, "link": link,
-                    "steps": STEPS})
+  for p in (4, 2, 8):
+    for model in MODELS[1:]:
+      for link, _ in LINKS:
+        for codec in CODECS:
+          out.append({"part": "steps", "model": model, "codec": codec, "P": p, "link": link,
+                      "steps": STEPS})
   for c in out:
     c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
   for name, extra in PROBES:
