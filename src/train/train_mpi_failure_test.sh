@@ -15,6 +15,7 @@
 #  6. rank 1 of 2 freezes (SIGSTOP): the heartbeat names it within its limit
 #     though collectives may wait 600 s; the run resumes to the same digest.
 #  7. rank 1 of 2 is slow (9 s steps, heartbeat limit 4 s): not taken for dead.
+#  8. the ranks are given different --mpi-heartbeat values: refused at start-up.
 # The hooks (--test-kill-rank, --test-corrupt-frame) print the wall-clock time
 # at which they act; the test reports how long the job took to stop after it.
 # Usage: train_mpi_failure_test.sh MPIRUN PATH/TO/adacomp [MAX_S]
@@ -176,6 +177,18 @@ if [ "$rc" -ne 0 ] || [ -z "$a" ] || [ "$a" != "$b" ]; then
 else
   echo "ok: slow: two 9 s steps on rank 1 (heartbeat limit 4 s) finished in ${took}s with the in-process digest"
 fi
+
+# 8. Ranks given different heartbeat limits: every rank refuses at start-up,
+#    saying so, instead of one taking the other for dead later.
+timeout -k 5 60 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 bash -c \
+  'h=20; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && h=5; exec "$@" --mpi-heartbeat "$h"' \
+  "$TMP" "$ADACOMP" train "${short[@]}" >"$TMP/beats.out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+  echo "FAIL: beats: exit status $rc, want a prompt failure"; fail=1
+fi
+expect beats "heartbeat limits differ \(from 5 to 20 s\)"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "ok: beats: different --mpi-heartbeat values are refused at start-up"
 
 [ "$fail" = 0 ] && echo "all failure checks passed"
 exit $fail

@@ -878,6 +878,19 @@ Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
     const char* name = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     hosts[r] = std::string(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
   }
+  // Every rank must run the heartbeat alike (a rank without it would look
+  // dead to the others, and creating its communicator is collective).
+  double limits[2] = {options.heartbeat_seconds, -options.heartbeat_seconds};
+  rc = MPI_Allreduce(MPI_IN_PLACE, limits, 2, MPI_DOUBLE, MPI_MIN, comm);
+  if (rc != MPI_SUCCESS) {
+    return Status::Unavailable("MPI communicator: MPI_Allreduce of the heartbeat limits failed: " +
+                               MpiErrorText(rc));
+  }
+  if (limits[0] != -limits[1]) {
+    return Status::InvalidArgument("MPI communicator: the ranks' heartbeat limits differ (from " +
+                                   Seconds(limits[0]) + " to " + Seconds(-limits[1]) +
+                                   " s): give every rank the same --mpi-heartbeat");
+  }
   // The heartbeat needs a second thread to call MPI, serialized with this one.
   int level = 0;
   MPI_Query_thread(&level);
