@@ -109,7 +109,7 @@ def configs():
           ("topk", "onebit") if link == "100mbit" else ()):
         out.append({"part": "target", "model": "mnist-cnn", "codec": codec, "P": p,
                     "link": link})
-  for p in (4, 2, 8):
+  for p in (4, 8, 2):
     for model in MODELS[1:]:
       for link, _ in LINKS:
         for codec in CODECS:
