@@ -375,11 +375,15 @@ def plots(steps, targets, target):
   axes[0].set_ylabel("time per step (s, median)")
   axes[0].legend(fontsize=8)
   fig.suptitle("Step time against link rate (namespace cluster on one 2-core machine)")
-  fig.tight_layout()
-  path = os.path.join(IMG, "scaling_step_time.png")
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  written.append(path)
+
+  def save(name):
+    fig.tight_layout()
+    path = os.path.join(IMG, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+  save("scaling_step_time.png")
   if targets:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, link in zip(axes, ("100mbit", "1gbit")):
@@ -401,11 +405,7 @@ def plots(steps, targets, target):
       ax.grid(True, alpha=0.3)
       ax.legend(fontsize=7)
     fig.suptitle("Test accuracy against wall-clock time (each run stops at the target)")
-    fig.tight_layout()
-    path = os.path.join(IMG, "scaling_time_to_accuracy.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    save("scaling_time_to_accuracy.png")
   return written
 
 

@@ -73,6 +73,22 @@ expect() {
   fi
 }
 
+# resume_under_mpi NAME CKDIR STEP WHAT: 2 ranks resume from CKDIR, which must
+# pick the step-STEP checkpoint and end with the uninterrupted run's digest.
+resume_under_mpi() {
+  local name=$1 dir=$2 step=$3 what=$4
+  timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" \
+    --checkpoint-dir "$dir" --resume --summary-out "$TMP/$name.res.json" >"$TMP/$name.res.out" 2>&1 \
+    || { echo "FAIL: $name: resuming under mpirun failed"; cat "$TMP/$name.res.out"; fail=1; }
+  local a b
+  a=$(digest "$TMP/full2.json"); b=$(digest "$TMP/$name.res.json")
+  if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q "\"resumed_from_step\": $step" "$TMP/$name.res.json"; then
+    echo "FAIL: $name: resumed from step $step under MPI: $b; uninterrupted: $a"; fail=1
+  else
+    echo "ok: $name: $what; the step-$step checkpoint resumes under MPI to the uninterrupted digest"
+  fi
+}
+
 # The uninterrupted run, for the resumed runs' digests.
 timeout -k 5 120 "$ADACOMP" train "${common[@]}" --learners 2 --summary-out "$TMP/full2.json" \
   >/dev/null 2>&1
@@ -87,15 +103,7 @@ ls "$TMP/ck1"/ckpt-0000000004.ckpt >/dev/null 2>&1 \
   || { echo "FAIL: kill1: no step-4 checkpoint"; ls -la "$TMP/ck1"; fail=1; }
 ls "$TMP/ck1" | grep -v '^ckpt-[0-9]*\.ckpt$' | grep -q . \
   && { echo "FAIL: kill1: stray files in the checkpoint directory"; ls -la "$TMP/ck1"; fail=1; }
-timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" \
-  --checkpoint-dir "$TMP/ck1" --resume --summary-out "$TMP/res1.json" >"$TMP/res1.out" 2>&1 \
-  || { echo "FAIL: kill1: resuming under mpirun failed"; cat "$TMP/res1.out"; fail=1; }
-a=$(digest "$TMP/full2.json"); b=$(digest "$TMP/res1.json")
-if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"resumed_from_step": 4' "$TMP/res1.json"; then
-  echo "FAIL: kill1: resumed from step 4 under MPI: $b; uninterrupted: $a"; fail=1
-else
-  echo "ok: kill1: rank 1 killed; the step-4 checkpoint resumes under MPI to the uninterrupted digest"
-fi
+resume_under_mpi kill1 "$TMP/ck1" 4 "rank 1 killed"
 
 # 2. The writer (rank 0) dies right after writing a checkpoint.
 run_failing kill0 4 "${common[@]}" --checkpoint-dir "$TMP/ck0" --checkpoint-every 3 \
@@ -150,15 +158,7 @@ expect nodata 'rank 0 of 2 aborts the MPI job: .*rank 1 left the job'
 run_failing stop1 2 "${common[@]}" --checkpoint-dir "$TMP/ck6" --checkpoint-every 2 \
   --mpi-heartbeat 4 --mpi-timeout 600 --test-stop-rank 1:5
 expect stop1 'rank 0 of 2 aborts the MPI job: Unavailable: .*rank 1 \(host [^)]+\) sent no heartbeat for [0-9.]+ s \(limit 4 s\)'
-timeout -k 5 120 "$MPIRUN" "${MPI_FLAGS[@]}" -np 2 "$ADACOMP" train "${common[@]}" \
-  --checkpoint-dir "$TMP/ck6" --resume --summary-out "$TMP/res6.json" >"$TMP/res6.out" 2>&1 \
-  || { echo "FAIL: stop1: resuming under mpirun failed"; cat "$TMP/res6.out"; fail=1; }
-a=$(digest "$TMP/full2.json"); b=$(digest "$TMP/res6.json")
-if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"resumed_from_step": 4' "$TMP/res6.json"; then
-  echo "FAIL: stop1: resumed from step 4 under MPI: $b; uninterrupted: $a"; fail=1
-else
-  echo "ok: stop1: a frozen rank 1 was named by the heartbeat; the run resumed to the uninterrupted digest"
-fi
+resume_under_mpi stop1 "$TMP/ck6" 4 "a frozen rank 1 named by the heartbeat"
 
 # 7. A slow rank (9 s steps, over twice the 4 s heartbeat limit) keeps
 #    beating: it is waited for, not taken for dead.
