@@ -132,9 +132,8 @@ class Learner {
   uint64_t transport_sent_ = 0, transport_received_ = 0;
   std::vector<EpochMetrics> epochs_;
   double train_seconds_ = 0;   // in DoStep, since the start or the resume
-  int64_t reached_step_ = -1;  // stop_at_accuracy reached at this step
-  double reached_seconds_ = -1;
-  RunLog log_;  // rank 0's metrics and diagnostics files
+  int64_t reached_step_ = -1;  // stop_at_accuracy reached at this step (the last evaluation)
+  RunLog log_;                 // rank 0's metrics and diagnostics files
 };
 
 Status Learner::Setup() {
@@ -533,9 +532,8 @@ Result<TrainSummary> Learner::Run() {
         epoch_loss_count_ = 0;
       }
       evaluated_at_end = true;
-      if (o_.stop_at_accuracy > 0 && e.test_accuracy >= o_.stop_at_accuracy && reached_step_ < 0) {
+      if (o_.stop_at_accuracy > 0 && e.test_accuracy >= o_.stop_at_accuracy) {
         reached_step_ = steps_done_;
-        reached_seconds_ = e.train_seconds;
         if (rank_ == 0) {
           char line[160];
           std::snprintf(line, sizeof(line),
@@ -603,7 +601,7 @@ Result<TrainSummary> Learner::Run() {
   s.epoch_metrics = epochs_;
   s.stopped_early = stopped_early;
   s.reached_accuracy_step = reached_step_;
-  s.reached_accuracy_seconds = reached_seconds_;
+  s.reached_accuracy_seconds = reached_step_ >= 0 ? epochs_.back().train_seconds : -1;
   if (hooks_.keep_weights) {
     auto bytes = WeightsBytes();
     s.weights.resize(bytes.size() / sizeof(float));
