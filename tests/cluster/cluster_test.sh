@@ -12,15 +12,8 @@
 set -u
 CLUSTER="$1"
 ADACOMP="$2"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  echo "skip: Fashion-MNIST not installed"; exit 77
-fi
-export PATH="$PATH:/usr/sbin:/sbin"
-NAME="c$(( $$ % 100000 ))t"   # our own cluster name: concurrent runs do not collide
-TMP="$(mktemp -d)"
-c() { timeout -k 5 "${T:-30}" bash "$CLUSTER" --name "$NAME" "$@"; }
-trap 'c down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-fail=0
+PREFIX=c
+source "$(dirname "$0")/common.sh"  # skip check, NAME, TMP, c, cleanup, fail=0
 common=(--batch-size 32 --train-limit 512 --test-limit 200 -q --steps 20)
 
 root_links() { ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | sort; }

@@ -13,15 +13,8 @@
 set -u
 CLUSTER="$1"
 ADACOMP="$2"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  echo "skip: Fashion-MNIST not installed"; exit 77
-fi
-export PATH="$PATH:/usr/sbin:/sbin"
-NAME="f$(( $$ % 100000 ))t"
-TMP="$(mktemp -d)"
-c() { timeout -k 5 "${T:-30}" bash "$CLUSTER" --name "$NAME" "$@"; }
-trap 'c down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-fail=0
+PREFIX=f
+source "$(dirname "$0")/common.sh"  # skip check, NAME, TMP, c, cleanup, fail=0
 digest() { grep -o '"weights_sha256": "[0-9a-f]*"' "$1" 2>/dev/null | head -1 | grep -o '[0-9a-f]\{64\}'; }
 common=(--batch-size 32 --train-limit 2048 --test-limit 200 -q)
 
