@@ -55,6 +55,9 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
     return bad("--stop-at-accuracy must be in [0, 1] (0 = off)");
   }
   if (o.eval_every < 0) return bad("--eval-every must be >= 0 (0 = epoch ends only)");
+  if (!o.link_counters.empty() && o.metrics_out.empty()) {
+    return bad("--link-counters needs --metrics-out (its lines carry them)");
+  }
   if (o.max_bad_steps < 1) return bad("--max-bad-steps must be >= 1");
   if (o.checkpoint_every < 0) return bad("--checkpoint-every must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");

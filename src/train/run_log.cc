@@ -38,9 +38,6 @@ Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const Excha
 Status RunLog::Open(const TrainOptions& o, bool append, std::vector<ResidueProbe::Tensor> tensors) {
   o_ = &o;
   if (!o.link_counters.empty()) {
-    if (o.metrics_out.empty()) {
-      return Status::InvalidArgument("--link-counters needs --metrics-out (its lines carry them)");
-    }
     if (o.link_counters.find('/') != std::string::npos || o.link_counters[0] == '.' ||
         ReadCounter(o.link_counters, "rx_bytes") < 0) {
       return Status::InvalidArgument("--link-counters " + o.link_counters +
@@ -78,14 +75,12 @@ void RunLog::AfterExchange(GradientExchange& x, std::span<const std::span<const 
 
 void RunLog::Step(const StepMetrics& m, bool log_point) {
   if (log_point && metrics_) {
+    StepMetrics line = m;
     if (!o_->link_counters.empty()) {
-      StepMetrics with = m;
-      with.link_rx_bytes = ReadCounter(o_->link_counters, "rx_bytes");
-      with.link_tx_bytes = ReadCounter(o_->link_counters, "tx_bytes");
-      *metrics_ << with.ToJson() << "\n";
-    } else {
-      *metrics_ << m.ToJson() << "\n";
+      line.link_rx_bytes = ReadCounter(o_->link_counters, "rx_bytes");
+      line.link_tx_bytes = ReadCounter(o_->link_counters, "tx_bytes");
     }
+    *metrics_ << line.ToJson() << "\n";
     metrics_->flush();
   }
   if (log_point && diagnostics_) {
