@@ -64,6 +64,19 @@ FULL_LENGTHS = {
     "char-lstm": (6, (3, 5)),
 }
 FULL_SEEDS = (1, 2, 3)
+# (model, optimizer, id tag, extra trainer options) of the remedies measured
+# at full scale.
+REMEDIES = (
+    # char-lstm: the output layer (fc) and the embedding (other) hold the
+    # oldest residue (mass 170-300 steps old at step 400); smaller bins there
+    # send more of them at little cost (they are 16% of the elements).
+    ("char-lstm", "sgd", "_fcother50", ["--bin-sizes", "fc=50,other=50"]),
+    ("char-lstm", "adam", "_fcother50", ["--bin-sizes", "fc=50,other=50"]),
+    # fc-dnn / mnist-cnn: fc weights wait 400-600 steps; half the bin size.
+    ("fc-dnn", "sgd", "_fc250", ["--bin-sizes", "fc=250"]),
+    ("fc-dnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
+    ("mnist-cnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
+)
 FULL_DIR = results_full.FULL_DIR
 
 
@@ -172,6 +185,11 @@ def make_full_configs(cifar_dir):
       for optimizer in ("sgd", "adam"):
         for codec in ("dense", "adacomp"):
           add("models", model, codec, optimizer, seed)
+  # Remedies (options beside the paper's default, never instead of it),
+  # seed 1, each against the same cell's dense and default AdaComp rows. The
+  # settings come from the residue diagnostics (results/diagnosis.md).
+  for model, opt, tag, extra in REMEDIES:
+    add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
   for codec in BASELINES:
     add("baselines", "mnist-cnn", codec, "sgd", 1)
   for p in (1, 16):

@@ -161,8 +161,8 @@ def section(configs, lengths, seeds):
     "for char-lstm) or the seed spread (max - min over seeds), whichever is larger.")
   w("")
   w("| model | opt | seeds | dense | AdaComp | gap | spread (dense / AdaComp) | "
-    "conv | fc | lstm | other | e2e | target |")
-  w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    "conv | fc | lstm | other | e2e | target | worst from ep 2 |")
+  w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   epoch_rows = []
   for model in MODELS:
     for opt in OPTIMIZERS:
@@ -177,17 +177,22 @@ def section(configs, lengths, seeds):
       if dm is not None and am is not None:
         gap = (dm - am) if is_lstm(model) else (am - dm)
       n = min(len(dense), len(ada)) if dense and ada else max(len(dense), len(ada))
-      w("| %s | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |" % (
+      worst = worst_gap_from_epoch2(model, dense, ada) if dense and ada else None
+      w("| %s | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
           model, opt, n, fmt_value(model, dm), fmt_value(model, am), fmt_gap(model, gap),
           fmt_spread(model, ds, len(dense)), fmt_spread(model, as_, len(ada)),
           fmt_rate(rates.get("conv")), fmt_rate(rates.get("fc")),
           fmt_rate(rates.get("lstm")), fmt_rate(rates.get("other")),
-          fmt_rate(rates.get("end_to_end")), verdict(model, dense, ada, rates)))
+          fmt_rate(rates.get("end_to_end")), verdict(model, dense, ada, rates),
+          fmt_gap(model, worst)))
       if dense and ada:
         epoch_rows.append((model, opt, per_epoch_gaps(model, dense, ada)))
   w("")
   w("*gap*: AdaComp minus dense (accuracy points; for char-lstm dense minus AdaComp "
-    "test loss per character), mean over seeds; negative means AdaComp is behind.")
+    "test loss per character), mean over seeds; negative means AdaComp is behind. "
+    "*worst from ep 2*: the most negative gap at any epoch end from the second on "
+    "(the target beyond the paper asks for no worse than -1 point, -0.05 nats/char "
+    "in our reading for char-lstm).")
   w("")
   if epoch_rows:
     width = max(len(g) for _, _, g in epoch_rows)
@@ -208,7 +213,8 @@ def section(configs, lengths, seeds):
     with open(diagnosis) as f:
       lines.extend(f.read().rstrip().split("\n"))
     w("")
-  sweeps = [(c, r) for c, r in runs.values() if c["table"] != "models"]
+  lines.extend(remedies_table(runs))
+  sweeps = [(c, r) for c, r in runs.values() if c["table"] not in ("models", "remedies")]
   if sweeps:
     w("mnist-cnn sweeps and baselines (seed 1, SGD):")
     w("")
@@ -219,6 +225,83 @@ def section(configs, lengths, seeds):
           c["table"], codec_of(r), r["learners"], r["batch_size"], 100 * r["test_accuracy"],
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
+  return lines
+
+
+# Issue 13's target beyond the paper: within 1 point (0.05 nats for
+# char-lstm, our reading) of dense at every epoch end from the second on.
+LAG_TOLERANCE = 0.01
+LAG_LOSS_TOLERANCE = 0.05
+
+
+def worst_gap_from_epoch2(model, dense, ada):
+  """The most negative per-epoch gap from epoch 2 on (None if too short)."""
+  gaps = per_epoch_gaps(model, dense, ada)[1:]
+  return min(gaps) if gaps else None
+
+
+def remedy_options(c):
+  """The options a remedy adds to the default AdaComp run, as text."""
+  args = c["args"]
+  i = args.index("--seed")
+  return " ".join(args[i + 2:])
+
+
+def remedies_table(runs):
+  """Each remedy against the same cell's dense and default AdaComp runs at
+  the same seed: the end gap, the worst gap from epoch 2 on, and the rate
+  against the default's (the target asks for at least half of it)."""
+  rem = sorted(((c, r) for c, r in runs.values() if c["table"] == "remedies"),
+               key=lambda x: x[0]["order"])
+  if not rem:
+    return []
+  lines = []
+  w = lines.append
+  w("### Remedies measured at full scale (options beside the default)")
+  w("")
+  w("Each remedy is the default AdaComp run (same model, optimizer, schedule, "
+    "seed) with the options shown; *dense* and *default* are the same cell's "
+    "runs at that seed. *worst from ep 2*: the most negative AdaComp - dense gap "
+    "at any epoch end from the second on (the target beyond the paper: within "
+    "1 point, 0.05 nats/char). *rate vs default*: e2e rate as a share of the "
+    "default's (the target asks for at least half).")
+  w("")
+  w("| model | opt | options | dense | default | remedy | gap (default -> remedy) | "
+    "worst from ep 2 (default -> remedy) | e2e rate (default -> remedy) | "
+    "rate vs default | end target |")
+  w("|---|---|---|---|---|---|---|---|---|---|---|")
+  for c, r in rem:
+    model, opt, seed = c["args"][1], c["args"][5], c["seed"]
+    dense = [x for x in cell_runs(runs, model, opt, "dense") if x["seed"] == seed]
+    default = [x for x in cell_runs(runs, model, opt, "adacomp") if x["seed"] == seed]
+    dv = final_metric(dense[0]) if dense else None
+    av = final_metric(default[0]) if default else None
+    rv = final_metric(r)
+
+    def gap(v):
+      if dv is None or v is None:
+        return None
+      return (dv - v) if is_lstm(model) else (v - dv)
+
+    wd = worst_gap_from_epoch2(model, dense, default) if dense and default else None
+    wr = worst_gap_from_epoch2(model, dense, [r]) if dense else None
+    rate_d = default[0]["compression_rate"]["end_to_end"] if default else None
+    rate_r = r["compression_rate"]["end_to_end"]
+    share = (rate_r / rate_d) if rate_d else None
+    tol = LOSS_TOLERANCE if is_lstm(model) else ACC_TOLERANCE
+    g = gap(rv)
+    if g is None:
+      verdict_text = "-"
+    else:
+      verdict_text = "met" if g >= -tol else "missed"
+      if share is not None and share < 0.5:
+        verdict_text += ", rate below half"
+    w("| %s | %s | `%s` | %s | %s | %s | %s -> %s | %s -> %s | %s -> %s | %s | %s |" % (
+        model, opt, remedy_options(c), fmt_value(model, dv), fmt_value(model, av),
+        fmt_value(model, rv), fmt_gap(model, gap(av)), fmt_gap(model, g),
+        fmt_gap(model, wd), fmt_gap(model, wr), fmt_rate(rate_d), fmt_rate(rate_r),
+        ("%.2f" % share) if share is not None else "-", verdict_text))
+  w("")
   return lines
 
 
