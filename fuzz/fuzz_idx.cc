@@ -22,7 +22,8 @@
 //    first at most 4096, exact payload size), and then returns the header's
 //    dimensions and the payload; a rejection is Corruption naming the file;
 //  - ReadIdxPair accepts exactly when both files parse, the counts agree and
-//    every label is below 10, and then returns the parsed pixels and labels.
+//    then returns the parsed pixels and labels and one class more than the
+//    largest label (any u8 label is a class).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -121,8 +122,9 @@ void PairMode(std::span<const uint8_t> in, bool gzip) {
   Idx ii, li;
   const bool iok = ib.ok() && CheckParse(*ib, 3, image_file.path(), &ii);
   const bool lok = lb.ok() && CheckParse(*lb, 1, label_file.path(), &li);
-  bool want = iok && lok && ii.dims[0] == li.dims[0];
-  for (size_t i = 0; want && i < li.data.size(); ++i) want = li.data[i] < 10;
+  const bool want = iok && lok && ii.dims[0] == li.dims[0];
+  int classes = 0;  // the reference: one more than the largest label
+  for (uint8_t label : li.data) classes = label + 1 > classes ? label + 1 : classes;
   auto set = train::ReadIdxPair(image_file.path(), label_file.path());
   FUZZ_CHECK(set.ok() == want, "ReadIdxPair %s a pair the reference %s (%s)",
              set.ok() ? "accepted" : "rejected", want ? "accepts" : "rejects",
@@ -134,7 +136,7 @@ void PairMode(std::span<const uint8_t> in, bool gzip) {
     return;
   }
   FUZZ_CHECK(set->count == ii.dims[0] && set->height == ii.dims[1] && set->width == ii.dims[2] &&
-                 set->channels == 1 && set->classes == 10,
+                 set->channels == 1 && set->classes == classes,
              "shape differs");
   FUZZ_CHECK(set->pixels == ii.data && set->labels == li.data, "contents differ");
   FUZZ_CHECK(static_cast<int64_t>(set->pixels.size()) == set->count * set->image_bytes(),

@@ -108,17 +108,16 @@ Result<ImageSet> ReadIdxPair(const std::string& images_path, const std::string& 
     return Status::Corruption(labels_path + ": " + std::to_string(ldims[0]) + " labels for the " +
                               std::to_string(idims[0]) + " images of " + images_path);
   }
-  for (size_t i = 0; i < set.labels.size(); ++i) {
-    if (set.labels[i] >= 10) {
-      return Status::Corruption(labels_path + ": label " + std::to_string(set.labels[i]) +
-                                " at index " + std::to_string(i) + " is not in 0..9");
-    }
-  }
+  // Any u8 label is a class: the set has max label + 1 classes (10 for
+  // Fashion-MNIST and MNIST, 27 for EMNIST letters, ...). LoadData gives the
+  // training and test sets the larger of their two counts.
+  int max_label = -1;
+  for (uint8_t label : set.labels) max_label = std::max<int>(max_label, label);
   set.count = idims[0];
   set.channels = 1;
   set.height = idims[1];
   set.width = idims[2];
-  set.classes = 10;
+  set.classes = max_label + 1;
   return set;
 }
 

@@ -94,8 +94,22 @@ TEST(Idx, LabelProblemsAreNamed) {
   WriteBytes(img, IdxBytes({2, 28, 28}, Ramp(2 * 784)), false);
   WriteBytes(lab, IdxBytes({3}, {1, 2, 3}), false);
   ExpectError(ReadIdxPair(img, lab).status(), StatusCode::kCorruption, lab, "3 labels for the 2");
-  WriteBytes(lab, IdxBytes({2}, {1, 12}), false);
-  ExpectError(ReadIdxPair(img, lab).status(), StatusCode::kCorruption, lab, "label 12 at index 1");
+}
+
+TEST(Idx, ClassCountIsTheLargestLabelPlusOne) {
+  TempDir dir("idx");
+  std::string img = dir.Path("i"), lab = dir.Path("l");
+  WriteBytes(img, IdxBytes({3, 28, 28}, Ramp(3 * 784)), false);
+  for (auto [labels, classes] : {std::pair<std::vector<uint8_t>, int>{{3, 0, 9}, 10},
+                                 {{1, 26, 5}, 27},
+                                 {{255, 0, 0}, 256},
+                                 {{1, 0, 1}, 2}}) {
+    WriteBytes(lab, IdxBytes({3}, labels), false);
+    auto set = ReadIdxPair(img, lab);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    EXPECT_EQ(set->classes, classes);
+    EXPECT_EQ(set->labels, labels);
+  }
 }
 
 TEST(Idx, WrongImageSizeForMnistDir) {

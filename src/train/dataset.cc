@@ -34,6 +34,15 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
       ADACOMP_ASSIGN_OR_RETURN(d->train, LoadMnistDir(dir, true));
       ADACOMP_ASSIGN_OR_RETURN(d->test, LoadMnistDir(dir, false));
       d->description = o.data_dir.empty() ? "fashion-mnist" : "idx:" + dir;
+      // One class count for both sets (a test label the training set lacks
+      // still needs its logit).
+      const int classes = std::max(d->train.classes, d->test.classes);
+      if (classes < 2) {
+        return Status::Corruption(dir + ": every label of the training and test sets is 0; " +
+                                  "a classifier needs at least two classes");
+      }
+      d->train.classes = d->test.classes = classes;
+      if (classes != 10) d->description += " (" + std::to_string(classes) + " classes)";
       if (o.model == Model::kCifarCnn) {
         d->train = PadTo32x32x3(d->train);
         d->test = PadTo32x32x3(d->test);

@@ -61,7 +61,7 @@ inline std::vector<uint8_t> IdxBytes(const std::vector<uint32_t>& dims,
 // A learnable synthetic MNIST-layout set: class k lights a 6x6 block whose
 // position depends on k, over deterministic noise.
 inline void WriteSyntheticMnist(const std::string& dir, const std::string& prefix, int count,
-                                bool gzip, uint32_t seed = 1) {
+                                bool gzip, uint32_t seed = 1, int classes = 10) {
   std::vector<uint8_t> images(static_cast<size_t>(count) * 28 * 28);
   std::vector<uint8_t> labels(static_cast<size_t>(count));
   uint32_t s = seed * 2654435761u + 12345u;
@@ -70,11 +70,13 @@ inline void WriteSyntheticMnist(const std::string& dir, const std::string& prefi
     return s >> 8;
   };
   for (int i = 0; i < count; ++i) {
-    int k = static_cast<int>(next() % 10);
+    int k = static_cast<int>(next() % static_cast<uint32_t>(classes));
     labels[static_cast<size_t>(i)] = static_cast<uint8_t>(k);
     uint8_t* img = images.data() + static_cast<size_t>(i) * 784;
     for (int p = 0; p < 784; ++p) img[p] = static_cast<uint8_t>(next() % 64);
+    // One bright patch per class: a 2 x 5 grid for 10 classes, 5 x 6 beyond.
     int y0 = 2 + (k / 5) * 12, x0 = 2 + (k % 5) * 5;
+    if (classes > 10) y0 = 1 + (k / 6) * 5, x0 = 1 + (k % 6) * 4;
     for (int y = y0; y < y0 + 6 && y < 28; ++y) {
       for (int x = x0; x < x0 + 4 && x < 28; ++x) img[y * 28 + x] = 255;
     }

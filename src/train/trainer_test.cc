@@ -564,6 +564,41 @@ TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
 
 // --dense-warmup-steps: the warm-up steps are the dense run's steps (the same
 // ring all-reduce), and AdaComp takes over after them.
+// Nothing is fixed to ten classes: an IDX set with labels up to 26 (EMNIST
+// letters' layout) trains a model with 27 outputs, and a test label the
+// training set lacks still gets its logit.
+TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
+  TrainOptions o = Base();
+  const int64_t ten = Run(o).parameters;
+  TempDir letters("trainer-letters");
+  train::testing::WriteSyntheticMnist(letters.Path(), "train", 320, false, 3, 27);
+  train::testing::WriteSyntheticMnist(letters.Path(), "t10k", 80, false, 4, 27);
+  o.data_dir = letters.Path();
+  o.steps = 30;
+  o.eval_every = 30;
+  TrainSummary s = Run(o);
+  // mnist-cnn's last layer is Linear(500, classes): 17 more rows of 501.
+  EXPECT_EQ(s.parameters, ten + 17 * 501);
+  EXPECT_GT(s.test_accuracy, 0.5) << "chance is 1/27";
+  EXPECT_NE(messages_.find("27 classes"), std::string::npos) << messages_;
+
+  TempDir mixed("trainer-mixed");
+  train::testing::WriteSyntheticMnist(mixed.Path(), "train", 320, false, 3, 10);
+  train::testing::WriteSyntheticMnist(mixed.Path(), "t10k", 80, false, 4, 13);
+  o.data_dir = mixed.Path();
+  o.steps = 4;
+  EXPECT_EQ(Run(o).parameters, ten + 3 * 501);
+
+  TempDir zeros("trainer-zeros");
+  train::testing::WriteSyntheticMnist(zeros.Path(), "train", 8, false, 3, 1);
+  train::testing::WriteSyntheticMnist(zeros.Path(), "t10k", 8, false, 4, 1);
+  o.data_dir = zeros.Path();
+  auto r = Train(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("at least two classes"), std::string::npos)
+      << r.status().ToString();
+}
+
 TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
   TrainOptions dense = Base();
   dense.codec.codec = Codec::kDense;
