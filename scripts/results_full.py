@@ -204,7 +204,7 @@ def section(configs, lengths, seeds):
       cells = [fmt_gap(model, g) for g in gaps] + [""] * (width - len(gaps))
       w("| %s | %s | %s |" % (model, opt, " | ".join(cells)))
     w("")
-  for name in ("full_curves.png", "full_bytes.png", "full_rates.png"):
+  for name in ("full_curves.png", "full_bytes.png", "full_rates.png", "full_baselines.png"):
     if os.path.exists(os.path.join(IMG_DIR, name)):
       w("![%s](img/%s)" % (name[:-4].replace("_", " "), name))
       w("")
@@ -415,4 +415,54 @@ def plots(configs):
   fig.savefig(path, dpi=80)
   plt.close(fig)
   written.append(path)
+  path = baselines_plot(plt, runs)
+  if path:
+    written.append(path)
   return written
+
+
+def cumulative_bytes(r):
+  """Bytes sent by all learners at each epoch end, from the per-epoch rates."""
+  per_step = r["dense_bytes"] / max(1, r["steps"])
+  out, total = [], 0.0
+  for e in r["epoch_metrics"]:
+    rate = e["compression_rate"]["end_to_end"] or 1.0
+    total += per_step * r["steps_per_epoch"] / rate
+    out.append(total)
+  return out
+
+
+def baselines_plot(plt, runs):
+  """docs/img/full_baselines.png: mnist-cnn, SGD, seed 1, every codec: test
+  accuracy against epoch and against bytes sent."""
+  rows = []
+  for c, r in runs.values():
+    a = c["args"]
+    if a[1] != "mnist-cnn" or a[5] != "sgd" or c["seed"] != 1:
+      continue
+    if c["table"] == "baselines" or (c["table"] == "models" and c.get("tag", "") == ""):
+      rows.append((c["order"], codec_of(r), r))
+  if len([x for x in rows if x[1] not in ("dense", "adacomp")]) == 0:
+    return None
+  fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), squeeze=False)
+  for _, codec, r in sorted(rows, key=lambda x: x[0]):
+    acc = [e["test_accuracy"] for e in r["epoch_metrics"]]
+    style = {"dense": dict(color="black", lw=2), "adacomp": dict(color="tab:red", lw=2)}.get(
+        codec, {})
+    label = "%s (%s)" % (codec, fmt_rate(r["compression_rate"]["end_to_end"]))
+    axes[0][0].plot(range(1, len(acc) + 1), acc, marker="o", ms=3, label=label, **style)
+    axes[0][1].plot(cumulative_bytes(r), acc, marker="o", ms=3, label=label, **style)
+  axes[0][0].set_xlabel("epoch")
+  axes[0][1].set_xlabel("bytes sent by all learners")
+  axes[0][1].set_xscale("log")
+  for ax in axes[0]:
+    ax.set_ylabel("test accuracy")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.suptitle("mnist-cnn on Fashion-MNIST, SGD, 4 learners, 12 epochs, seed 1: every codec "
+               "(legend: end-to-end compression rate)")
+  fig.tight_layout()
+  path = os.path.join(IMG_DIR, "full_baselines.png")
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  return path
