@@ -199,6 +199,11 @@ def make_full_configs(cifar_dir):
   # settings come from the residue diagnostics (results/diagnosis.md).
   for model, opt, tag, extra in REMEDIES:
     add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
+  # Dense with the same options where they are not codec options (a learning
+  # rate): the remedy must beat the stronger of the two dense runs.
+  for model, opt, tag, extra in REMEDIES:
+    if extra[0] == "--lr":
+      add("remedies", model, "dense", opt, 1, extra=extra, tag=tag)
   for codec in BASELINES:
     add("baselines", "mnist-cnn", codec, "sgd", 1)
   for p in (1, 16):
