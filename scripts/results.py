@@ -87,6 +87,10 @@ REMEDIES = (
     ("fc-dnn", "sgd", "_fc250", ["--bin-sizes", "fc=250"]),
     ("fc-dnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
     ("mnist-cnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
+    # Adam's pace under sparse updates (results/diagnosis.md): 3x the lr,
+    # which lifted AdaComp+Adam at 3 epochs and not dense.
+    ("mnist-cnn", "adam", "_lr3x", ["--lr", "0.003"]),
+    ("fc-dnn", "adam", "_lr3x", ["--lr", "0.003"]),
 )
 FULL_DIR = results_full.FULL_DIR
 
