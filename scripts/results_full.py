@@ -214,6 +214,11 @@ def section(configs, lengths, seeds):
       lines.extend(f.read().rstrip().split("\n"))
     w("")
   lines.extend(remedies_table(runs))
+  recommendations = os.path.join(ROOT, "results", "recommendations.md")
+  if os.path.exists(recommendations):
+    with open(recommendations) as f:
+      lines.extend(f.read().rstrip().split("\n"))
+    w("")
   sweeps = [(c, r) for c, r in runs.values() if c["table"] not in ("models", "remedies")]
   if sweeps:
     w("mnist-cnn sweeps and baselines (seed 1, SGD):")

@@ -43,8 +43,9 @@ Result<std::vector<uint8_t>> ReadMaybeGzip(const std::string& path,
 Status ParseIdx(const std::vector<uint8_t>& bytes, int expected_rank, const std::string& path,
                 std::vector<int64_t>* dims, std::vector<uint8_t>* data);
 
-// Reads an IDX image file and its label file and checks they agree
-// (count, labels < 10).
+// Reads an IDX image file and its label file and checks their counts
+// agree; classes = the largest label + 1 (LoadData gives the training and
+// test sets the larger of their two counts).
 Result<ImageSet> ReadIdxPair(const std::string& images_path, const std::string& labels_path);
 
 // MNIST-layout directory: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
