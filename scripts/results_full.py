@@ -23,6 +23,8 @@ LAYER_TYPES = ("conv", "fc", "lstm", "other")
 ACC_TOLERANCE = 0.003
 LOSS_TOLERANCE = 0.02
 RATE_TARGETS = {"conv": 40.0, "fc": 200.0, "lstm": 200.0}
+# One colour per layer type in every plot.
+TYPE_COLORS = {"conv": "tab:blue", "fc": "tab:orange", "lstm": "tab:green", "other": "tab:gray"}
 
 
 def load_runs(configs):
@@ -414,9 +416,11 @@ def plots(configs):
       if not xs:
         continue
       axes[0][j].plot(xs, [s["selected_per_bin"][t] for s in steps
-                           if s["selected_per_bin"].get(t) is not None], label=t)
+                           if s["selected_per_bin"].get(t) is not None], label=t,
+                      color=TYPE_COLORS[t])
       axes[1][j].plot(xs, [s["compression_rate"][t] for s in steps
-                           if s["selected_per_bin"].get(t) is not None], label=t)
+                           if s["selected_per_bin"].get(t) is not None], label=t,
+                      color=TYPE_COLORS[t])
     axes[0][j].set_title("%s: selected per bin" % model)
     axes[1][j].set_title("%s: compression rate" % model)
     axes[1][j].set_yscale("log")
