@@ -221,7 +221,9 @@ def section(configs, lengths, seeds):
     with open(recommendations) as f:
       lines.extend(f.read().rstrip().split("\n"))
     w("")
-  sweeps = [(c, r) for c, r in runs.values() if c["table"] not in ("models", "remedies")]
+  lines.extend(longer_table(runs))
+  sweeps = [(c, r) for c, r in runs.values()
+            if c["table"] not in ("models", "remedies", "longer")]
   if sweeps:
     w("mnist-cnn sweeps and baselines (seed 1, SGD):")
     w("")
@@ -319,6 +321,43 @@ def remedies_table(runs):
         fmt_value(model, rv), fmt_gap(model, gap(av)), fmt_gap(model, g),
         fmt_gap(model, wd), fmt_gap(model, wr), fmt_rate(rate_d), fmt_rate(rate_r),
         ("%.2f" % share) if share is not None else "-", verdict_text))
+  w("")
+  return lines
+
+
+def longer_table(runs):
+  """The cells also trained for longer (seed 1): dense and AdaComp at both
+  lengths, so that "trained to the end" can be checked."""
+  longer = [(c, r) for c, r in runs.values() if c["table"] == "longer"]
+  if not longer:
+    return []
+  lines = []
+  w = lines.append
+  w("### Trained for longer (seed 1)")
+  w("")
+  w("| model | opt | epochs (lr x0.1 at) | dense | AdaComp | gap | AdaComp train loss - dense | e2e |")
+  w("|---|---|---|---|---|---|---|---|")
+  cells = sorted({(c["args"][1], c["args"][5]) for c, _ in longer})
+  for model, opt in cells:
+    for table in ("models", "longer"):
+      pair = {}
+      for c, r in runs.values():
+        a = c["args"]
+        if c["table"] == table and a[1] == model and a[5] == opt and c["seed"] == 1 and \
+            c.get("tag", "") == "":
+          pair[a[3]] = (c, r)
+      if "dense" not in pair or "adacomp" not in pair:
+        continue
+      (c, d), (_, a) = pair["dense"], pair["adacomp"]
+      args = c["args"]
+      epochs = args[args.index("--epochs") + 1]
+      decay = args[args.index("--lr-decay-epochs") + 1]
+      dv, av = final_metric(d), final_metric(a)
+      gap = (dv - av) if is_lstm(model) else (av - dv)
+      train_gap = a["epoch_metrics"][-1]["train_loss"] - d["epoch_metrics"][-1]["train_loss"]
+      w("| %s | %s | %s (%s) | %s | %s | %s | %+.3f | %s |" % (
+          model, opt, epochs, decay, fmt_value(model, dv), fmt_value(model, av),
+          fmt_gap(model, gap), train_gap, fmt_rate(a["compression_rate"]["end_to_end"])))
   w("")
   return lines
 
