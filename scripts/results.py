@@ -81,6 +81,8 @@ REMEDIES = (
     ("char-lstm", "adam", "_lr2x", ["--lr", "0.004"]),
     # SGD: if AdaComp's delayed updates act as a smaller step, twice the lr.
     ("char-lstm", "sgd", "_lr2x", ["--lr", "2"]),
+    ("char-lstm", "sgd", "_lr3x", ["--lr", "3"]),
+    ("char-lstm", "sgd", "_lr2x_lstm250", ["--lr", "2", "--bin-sizes", "lstm=250"]),
     # ... or, if the delay of the residue's mass is what hurts, half the lr.
     ("char-lstm", "sgd", "_lrhalf", ["--lr", "0.5"]),
     # fc-dnn / mnist-cnn: fc weights wait 400-600 steps; half the bin size.
@@ -208,7 +210,7 @@ def make_full_configs(cifar_dir):
   # Dense with the same options where they are not codec options (a learning
   # rate): the remedy must beat the stronger of the two dense runs.
   for model, opt, tag, extra in REMEDIES:
-    if extra[0] == "--lr":
+    if len(extra) == 2 and extra[0] == "--lr":
       add("remedies", model, "dense", opt, 1, extra=extra, tag=tag)
   # Is char-lstm trained to the end at 6 epochs? Dense's training loss is
   # still falling at the first decay; twice as long, the schedule of the

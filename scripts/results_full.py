@@ -249,6 +249,12 @@ def worst_gap_from_epoch2(model, dense, ada):
   return min(gaps) if gaps else None
 
 
+def lr_of(c):
+  """The --lr a run gives, or None (the trainer's default)."""
+  a = c["args"]
+  return a[a.index("--lr") + 1] if "--lr" in a else None
+
+
 def remedy_options(c):
   """The options a remedy adds to the default AdaComp run, as text."""
   args = c["args"]
@@ -263,7 +269,7 @@ def remedies_table(runs):
   rem = sorted(((c, r) for c, r in runs.values()
                 if c["table"] == "remedies" and c["args"][3] == "adacomp"),
                key=lambda x: x[0]["order"])
-  dense_same = {(c["args"][1], c["args"][5], c.get("tag", "")): r for c, r in runs.values()
+  dense_same = {(c["args"][1], c["args"][5], lr_of(c)): r for c, r in runs.values()
                 if c["table"] == "remedies" and c["args"][3] == "dense"}
   if not rem:
     return []
@@ -290,7 +296,7 @@ def remedies_table(runs):
     default = [x for x in cell_runs(runs, model, opt, "adacomp") if x["seed"] == seed]
     dv = final_metric(dense[0]) if dense else None
     av = final_metric(default[0]) if default else None
-    same = dense_same.get((model, opt, c.get("tag", "")))
+    same = dense_same.get((model, opt, lr_of(c))) if lr_of(c) else None
     if same is not None and dv is not None:
       # Judge against the stronger dense run: the default's or the same options'.
       sv = final_metric(same)
