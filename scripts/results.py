@@ -81,7 +81,6 @@ REMEDIES = (
     ("char-lstm", "adam", "_lr2x", ["--lr", "0.004"]),
     # SGD: if AdaComp's delayed updates act as a smaller step, twice the lr.
     ("char-lstm", "sgd", "_lr2x", ["--lr", "2"]),
-    ("char-lstm", "sgd", "_lr3x", ["--lr", "3"]),
     ("char-lstm", "sgd", "_lr2x_lstm250", ["--lr", "2", "--bin-sizes", "lstm=250"]),
     # ... or, if the delay of the residue's mass is what hurts, half the lr.
     ("char-lstm", "sgd", "_lrhalf", ["--lr", "0.5"]),
