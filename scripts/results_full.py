@@ -341,16 +341,18 @@ def longer_table(runs):
   w = lines.append
   w("### Trained for longer (seed 1)")
   w("")
-  w("| model | opt | epochs (lr x0.1 at) | dense | AdaComp | gap | AdaComp train loss - dense | e2e |")
-  w("|---|---|---|---|---|---|---|---|")
-  cells = sorted({(c["args"][1], c["args"][5]) for c, _ in longer})
-  for model, opt in cells:
-    for table in ("models", "longer"):
+  w("| model | opt | epochs (lr x0.1 at) | lr | dense | AdaComp | gap | "
+    "AdaComp train loss - dense | e2e |")
+  w("|---|---|---|---|---|---|---|---|---|")
+  cells = sorted({(c["args"][1], c["args"][5], c.get("tag", "")) for c, _ in longer})
+  for model, opt, tag in cells:
+    # The default length at the default lr, at the longer runs' lr, then longer.
+    for table, want in (("models", ""), ("remedies", tag), ("longer", tag)):
       pair = {}
       for c, r in runs.values():
         a = c["args"]
         if c["table"] == table and a[1] == model and a[5] == opt and c["seed"] == 1 and \
-            c.get("tag", "") == "":
+            c.get("tag", "") == want:
           pair[a[3]] = (c, r)
       if "dense" not in pair or "adacomp" not in pair:
         continue
@@ -361,8 +363,9 @@ def longer_table(runs):
       dv, av = final_metric(d), final_metric(a)
       gap = (dv - av) if is_lstm(model) else (av - dv)
       train_gap = a["epoch_metrics"][-1]["train_loss"] - d["epoch_metrics"][-1]["train_loss"]
-      w("| %s | %s | %s (%s) | %s | %s | %s | %+.3f | %s |" % (
-          model, opt, epochs, decay, fmt_value(model, dv), fmt_value(model, av),
+      w("| %s | %s | %s (%s) | %s | %s | %s | %s | %+.3f | %s |" % (
+          model, opt, epochs, decay, lr_of(c) or "default", fmt_value(model, dv),
+          fmt_value(model, av),
           fmt_gap(model, gap), train_gap, fmt_rate(a["compression_rate"]["end_to_end"])))
   w("")
   return lines
