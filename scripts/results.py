@@ -82,8 +82,6 @@ REMEDIES = (
     # SGD: if AdaComp's delayed updates act as a smaller step, twice the lr.
     ("char-lstm", "sgd", "_lr2x", ["--lr", "2"]),
     ("char-lstm", "sgd", "_lr2x_lstm250", ["--lr", "2", "--bin-sizes", "lstm=250"]),
-    # ... or, if the delay of the residue's mass is what hurts, half the lr.
-    ("char-lstm", "sgd", "_lrhalf", ["--lr", "0.5"]),
     # fc-dnn / mnist-cnn: fc weights wait 400-600 steps; half the bin size.
     ("fc-dnn", "sgd", "_fc250", ["--bin-sizes", "fc=250"]),
     ("fc-dnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
