@@ -225,13 +225,18 @@ def section(configs, lengths, seeds):
   sweeps = [(c, r) for c, r in runs.values()
             if c["table"] not in ("models", "remedies", "longer")]
   if sweeps:
-    w("mnist-cnn sweeps and baselines (seed 1, SGD):")
+    # The same-settings dense and AdaComp rows of the main table, for reference.
+    sweeps += [(c, r) for c, r in runs.values()
+               if c["table"] == "models" and c["args"][1] == "mnist-cnn" and
+               c["args"][5] == "sgd" and c["seed"] == 1]
+    w("mnist-cnn sweeps and baselines (seed 1, SGD; the first two rows are the main "
+      "table's, for reference):")
     w("")
     w("| table | codec | P | B | test accuracy | e2e rate |")
     w("|---|---|---|---|---|---|")
-    for c, r in sorted(sweeps, key=lambda x: x[0]["order"]):
+    for c, r in sorted(sweeps, key=lambda x: (x[0]["table"] != "models", x[0]["order"])):
       w("| %s | %s | %d | %d | %.2f%% | %s |" % (
-          c["table"], codec_of(r), r["learners"], r["batch_size"], 100 * r["test_accuracy"],
+          "reference" if c["table"] == "models" else c["table"], codec_of(r), r["learners"], r["batch_size"], 100 * r["test_accuracy"],
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
   return lines
