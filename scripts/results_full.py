@@ -222,12 +222,12 @@ def section(configs, lengths, seeds):
       lines.extend(f.read().rstrip().split("\n"))
     w("")
   lines.extend(remedies_table(runs))
+  lines.extend(longer_table(runs))
   recommendations = os.path.join(ROOT, "results", "recommendations.md")
   if os.path.exists(recommendations):
     with open(recommendations) as f:
       lines.extend(f.read().rstrip().split("\n"))
     w("")
-  lines.extend(longer_table(runs))
   sweeps = [(c, r) for c, r in runs.values()
             if c["table"] not in ("models", "remedies", "longer")]
   if sweeps:
