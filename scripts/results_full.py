@@ -427,13 +427,7 @@ def plots(configs):
           if xkind == "epoch":
             x = list(range(1, n + 1))
           else:
-            r0 = rs[0]
-            per_step = r0["dense_bytes"] / max(1, r0["steps"])
-            x, total = [], 0.0
-            for k in range(n):
-              rate = r0["epoch_metrics"][k]["compression_rate"]["end_to_end"] or 1.0
-              total += per_step * r0["steps_per_epoch"] / rate
-              x.append(total)
+            x = cumulative_bytes(rs[0])[:n]
           label = "%s (%d seed%s)" % (codec, len(rs), "s" if len(rs) > 1 else "")
           ax.plot(x, mean, marker="o", ms=3, color=colors[codec], label=label)
           if len(rs) > 1:
