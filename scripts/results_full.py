@@ -359,28 +359,35 @@ def longer_table(runs):
   cells = sorted({(c["args"][1], c["args"][5], c.get("tag", "")) for c, _ in longer})
   for model, opt, tag in cells:
     # The default length at the default lr, at the longer runs' lr, then longer.
+    # Each length of the "longer" runs is a row of its own.
     for table, want in (("models", ""), ("remedies", tag), ("longer", tag)):
-      pair = {}
+      pairs = {}
       for c, r in runs.values():
         a = c["args"]
         if c["table"] == table and a[1] == model and a[5] == opt and c["seed"] == 1 and \
             c.get("tag", "") == want:
-          pair[a[3]] = (c, r)
-      if "dense" not in pair or "adacomp" not in pair:
-        continue
-      (c, d), (_, a) = pair["dense"], pair["adacomp"]
-      args = c["args"]
-      epochs = args[args.index("--epochs") + 1]
-      decay = args[args.index("--lr-decay-epochs") + 1]
-      dv, av = final_metric(d), final_metric(a)
-      gap = signed_gap(model, dv, av)
-      train_gap = a["epoch_metrics"][-1]["train_loss"] - d["epoch_metrics"][-1]["train_loss"]
-      w("| %s | %s | %s (%s) | %s | %s | %s | %s | %+.3f | %s |" % (
-          model, opt, epochs, decay, lr_of(c) or "default", fmt_value(model, dv),
-          fmt_value(model, av),
-          fmt_gap(model, gap), train_gap, fmt_rate(a["compression_rate"]["end_to_end"])))
+          pairs.setdefault(int(a[a.index("--epochs") + 1]), {})[a[3]] = (c, r)
+      for _, pair in sorted(pairs.items()):
+        if "dense" in pair and "adacomp" in pair:
+          longer_row(w, model, pair)
   w("")
   return lines
+
+
+def longer_row(w, model, pair):
+  """One row of the "trained for longer" table: a dense and AdaComp pair."""
+  (c, d), (_, a) = pair["dense"], pair["adacomp"]
+  args = c["args"]
+  opt = args[5]
+  epochs = args[args.index("--epochs") + 1]
+  decay = args[args.index("--lr-decay-epochs") + 1]
+  dv, av = final_metric(d), final_metric(a)
+  gap = signed_gap(model, dv, av)
+  train_gap = a["epoch_metrics"][-1]["train_loss"] - d["epoch_metrics"][-1]["train_loss"]
+  w("| %s | %s | %s (%s) | %s | %s | %s | %s | %+.3f | %s |" % (
+      model, opt, epochs, decay, lr_of(c) or "default", fmt_value(model, dv),
+      fmt_value(model, av),
+      fmt_gap(model, gap), train_gap, fmt_rate(a["compression_rate"]["end_to_end"])))
 
 
 def read_metrics(run_id):
