@@ -7,6 +7,7 @@ step and (AdaComp) compression rate.
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py [--procs 2] [--epochs 2]
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --no-hook
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --hook powersgd --powersgd-rank 2
+    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --epochs 8 --lr-decay-epochs 4,6
     PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/ddp_fashion_mnist.py --max-steps 20
 
 Without RANK/WORLD_SIZE/MASTER_ADDR in the environment it spawns --procs
@@ -258,7 +259,10 @@ def worker(rank, args):
     step = 0
     if rank == 0:
         print(f"# {world} processes x batch {args.batch_size}, {steps_per_epoch} steps/epoch, "
-              f"{sum(p.numel() for p in model.parameters())} parameters, {hook.title}",
+              f"{sum(p.numel() for p in model.parameters())} parameters, {hook.title}, SGD lr "
+              f"{args.lr} momentum 0.9"
+              + (f", x0.1 after epochs {','.join(map(str, args.lr_decay_epochs))}"
+                 if args.lr_decay_epochs else ""),
               flush=True)
         print(f"# time per step: mean over steps >= {hook.warm}; bytes per step: {hook.bytes_how}",
               flush=True)
@@ -273,6 +277,10 @@ def worker(rank, args):
     for epoch in range(1, args.epochs + 1):
         if args.max_steps and step >= args.max_steps:
             break
+        # x0.1 after each --lr-decay-epochs epoch (as adacomp train's schedule).
+        lr = args.lr * 0.1 ** sum(1 for e in args.lr_decay_epochs if epoch > e)
+        for group in opt.param_groups:
+            group["lr"] = lr
         perm = torch.randperm(x_train.shape[0], generator=gen)  # same on every rank
         if state:
             state.reset_stats()
@@ -337,7 +345,7 @@ def worker(rank, args):
         acc = evaluate(model, x_test, y_test, rank, world)
         line = (f"epoch {epoch}  steps {step}  train_loss {loss_sum[0].item() / loss_sum[1].item():.4f}"
                 f"  test_acc {acc:.4f}  time {time.time() - t0:.1f}s")
-        ep = {"epoch": epoch, "steps": step, "test_acc": acc,
+        ep = {"epoch": epoch, "steps": step, "test_acc": acc, "lr": lr,
               "train_loss": loss_sum[0].item() / loss_sum[1].item(), "timed_steps": len(times),
               "step_time_mean_s": mean(times), "step_time_median_s": median(times),
               "bytes_per_step": mean(nbytes)}
@@ -394,7 +402,8 @@ def worker(rank, args):
                 "batch_size": args.batch_size, "train_images": int(x_train.shape[0]),
                 "test_images": int(x_test.shape[0]), "steps": summary.get("steps", 0),
                 "skipped": skipped, "warmup_steps": hook.warm, "timed_steps": len(all_times),
-                "test_acc": summary.get("test_acc"),
+                "test_acc": summary.get("test_acc"), "seed": args.seed,
+                "lr": args.lr, "lr_decay_epochs": args.lr_decay_epochs,
                 "step_time_mean_s": mean(all_times), "step_time_median_s": median(all_times),
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
                 "wall_s": wall, "epochs": epochs,
@@ -423,6 +432,17 @@ def worker(rank, args):
     dist.destroy_process_group()
 
 
+def epoch_list(text):
+    """"4,6" -> [4, 6]: positive, increasing epoch numbers."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of epochs: {text!r}")
+    if any(e < 1 for e in out) or out != sorted(set(out)):
+        raise argparse.ArgumentTypeError(f"epochs must be positive and increasing: {text!r}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--procs", type=int, default=2,
@@ -432,6 +452,8 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images")
     ap.add_argument("--batch-size", type=int, default=32, help="per process")
     ap.add_argument("--lr", type=float, default=0.02)
+    ap.add_argument("--lr-decay-epochs", type=epoch_list, default=[],
+                    help="comma-separated epochs after which the lr is multiplied by 0.1")
     ap.add_argument("--hook", choices=("adacomp", "none", "fp16", "powersgd"), default="adacomp",
                     help="communication hook (default adacomp; none: plain DDP all-reduce)")
     ap.add_argument("--no-hook", dest="hook", action="store_const", const="none",

@@ -14,6 +14,7 @@ import statistics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL_DIR = os.path.join(ROOT, "results", "full")
+DDP_DIR = os.path.join(ROOT, "results", "ddp_full")  # scripts/ddp_accuracy.py
 IMG_DIR = os.path.join(ROOT, "docs", "img")
 MODELS = ("mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm")
 OPTIMIZERS = ("sgd", "adam")
@@ -252,7 +253,99 @@ def section(configs, lengths, seeds):
           r["batch_size"], 100 * r["test_accuracy"],
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
+  lines.extend(ddp_section())
   return lines
+
+
+def load_ddp_runs():
+  """{hook: [summary, ...] in seed order} from results/ddp_full/."""
+  out = {}
+  if not os.path.isdir(DDP_DIR):
+    return out
+  for name in sorted(os.listdir(DDP_DIR)):
+    if name.endswith(".json"):
+      with open(os.path.join(DDP_DIR, name)) as f:
+        r = json.load(f)
+      out.setdefault(r["hook"], []).append(r)
+  for rs in out.values():
+    rs.sort(key=lambda r: r.get("seed", 0))
+  return out
+
+
+def ddp_section():
+  """The PyTorch path trained to the end: DDP without a hook against the
+  AdaComp hook (scripts/ddp_accuracy.py)."""
+  runs = load_ddp_runs()
+  dense, ada = runs.get("none", []), runs.get("adacomp", [])
+  if not dense or not ada:
+    return []
+  lines = []
+  w = lines.append
+  r0 = dense[0]
+  decay = ", ".join(str(e) for e in r0.get("lr_decay_epochs", [])) or "none"
+  w("### The PyTorch DDP hook trained to the end")
+  w("")
+  w("`/usr/bin/python3 scripts/ddp_accuracy.py --skip-existing`: examples/ddp_fashion_mnist.py, "
+    "%d DDP ranks on Gloo x %d images per step each, SGD lr %g momentum 0.9, x0.1 after "
+    "epochs %s, %d epochs (%d steps), its small CNN on Fashion-MNIST; without a hook "
+    "(DDP's all-reduce) and with `adacomp.torch.register` (the paper's default). Test "
+    "accuracy on the %d test images." % (
+        r0["world"], r0["batch_size"], r0["lr"], decay, len(r0["epochs"]), r0["steps"],
+        r0["test_images"]))
+  w("")
+  dm, ds = spread([r["test_acc"] for r in dense])
+  am, as_ = spread([r["test_acc"] for r in ada])
+  gaps = []
+  n = min(len(r["epochs"]) for r in dense + ada)
+  for k in range(n):
+    gaps.append(statistics.fmean(r["epochs"][k]["test_acc"] for r in ada) -
+                statistics.fmean(r["epochs"][k]["test_acc"] for r in dense))
+  tol = max(ACC_TOLERANCE, ds, as_)
+  rate = statistics.fmean(r["compression_rate"] for r in ada)
+  w("| seeds | no hook | AdaComp hook | gap | spread (no hook / AdaComp) | "
+    "AdaComp rate (rank 0) | target | worst from ep 2 |")
+  w("|---|---|---|---|---|---|---|---|")
+  w("| %d / %d | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s | %+.2f pt |" % (
+      len(dense), len(ada), 100 * dm, 100 * am, 100 * (am - dm),
+      fmt_spread("cnn", ds, len(dense)), fmt_spread("cnn", as_, len(ada)), fmt_rate(rate),
+      "met" if am - dm >= -tol else "missed", 100 * min(gaps[1:] or [0.0])))
+  w("")
+  w("Gap at the end of each epoch (mean over seeds): " +
+    ", ".join("ep %d %+.2f pt" % (k + 1, 100 * g) for k, g in enumerate(gaps)) + ".")
+  w("")
+  if os.path.exists(os.path.join(IMG_DIR, "full_ddp.png")):
+    w("![full ddp](img/full_ddp.png)")
+    w("")
+  return lines
+
+
+def ddp_plot(plt):
+  """docs/img/full_ddp.png: DDP test accuracy per epoch, no hook against the
+  AdaComp hook (mean over seeds, band min-max)."""
+  runs = load_ddp_runs()
+  if not runs.get("none") or not runs.get("adacomp"):
+    return None
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for hook, label, color in (("none", "DDP, no hook", "black"),
+                             ("adacomp", "DDP, AdaComp hook", "tab:red")):
+    rs = runs[hook]
+    n = min(len(r["epochs"]) for r in rs)
+    ys = [[r["epochs"][k]["test_acc"] for r in rs] for k in range(n)]
+    x = list(range(1, n + 1))
+    ax.plot(x, [statistics.fmean(v) for v in ys], marker="o", ms=3, color=color,
+            label="%s (%d seed%s)" % (label, len(rs), "s" if len(rs) > 1 else ""))
+    if len(rs) > 1:
+      ax.fill_between(x, [min(v) for v in ys], [max(v) for v in ys], color=color, alpha=0.2)
+  ax.set_xlabel("epoch")
+  ax.set_ylabel("test accuracy")
+  ax.set_title("PyTorch DDP, 2 ranks x 32, Fashion-MNIST")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  path = os.path.join(IMG_DIR, "full_ddp.png")
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  return path
 
 
 def worst_gap_from_epoch2(model, dense, ada):
@@ -496,9 +589,9 @@ def plots(configs):
   fig.savefig(path, dpi=80)
   plt.close(fig)
   written.append(path)
-  path = baselines_plot(plt, runs)
-  if path:
-    written.append(path)
+  for path in (baselines_plot(plt, runs), ddp_plot(plt)):
+    if path:
+      written.append(path)
   return written
 
 
