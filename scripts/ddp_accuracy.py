@@ -32,7 +32,7 @@ DDP_DIR = os.path.join(ROOT, "results", "ddp_full")
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_fashion_mnist.py")
 
 HOOKS = ("none", "adacomp")
-SEEDS = (1, 2)
+SEEDS = (1, 2, 3)
 EPOCHS = 8
 DECAY = (4, 6)
 
