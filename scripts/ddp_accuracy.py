@@ -18,7 +18,6 @@ One run at a time; every run is bounded by --timeout seconds.
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -26,6 +25,10 @@ import shlex
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results import utc_now  # noqa: E402
+import results  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DDP_DIR = os.path.join(ROOT, "results", "ddp_full")
@@ -49,10 +52,6 @@ def configs():
               "--seed", str(seed), "--hook", hook]
       out.append({"id": rid, "hook": hook, "seed": seed, "args": args})
   return out
-
-
-def utc_now():
-  return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def run_one(cfg, pythonpath, timeout, log):
@@ -82,12 +81,7 @@ def run_one(cfg, pythonpath, timeout, log):
   os.unlink(tmp)
   summary["run"] = {"id": cfg["id"], "args": cfg["args"], "elapsed_seconds": round(elapsed, 1),
                     "finished_utc": utc_now()}
-  with open(out + ".part", "w") as f:
-    json.dump(summary, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(out + ".part", out)
-  log.write("-- %s done in %.1f s\n" % (cfg["id"], elapsed))
-  log.flush()
+  results.keep_result(out, summary, log, cfg["id"], elapsed)
   return True
 
 

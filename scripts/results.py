@@ -283,13 +283,18 @@ def run_one(adacomp, cfg, log):
   }
   if metrics:
     os.replace(metrics + ".tmp", metrics)
+  keep_result(out, summary, log, cfg["id"], elapsed)
+  return True
+
+
+def keep_result(out, summary, log, run_id, elapsed):
+  """Writes the summary to `out` whole or not at all, and logs the run done."""
   with open(out + ".part", "w") as f:
     json.dump(summary, f, indent=1, sort_keys=True)
     f.write("\n")
   os.replace(out + ".part", out)
-  log.write("-- %s done in %.1f s\n" % (cfg["id"], elapsed))
+  log.write("-- %s done in %.1f s\n" % (run_id, elapsed))
   log.flush()
-  return True
 
 
 def utc_now():
@@ -560,8 +565,6 @@ def main():
       print(c["id"], " ".join(c["args"]))
     return 0
   os.makedirs(RESULTS, exist_ok=True)
-  command = "/usr/bin/python3 scripts/results.py --scale %s%s" % (
-      args.scale, (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
   failed = []
   if not args.doc_only:
     seen = set()

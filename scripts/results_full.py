@@ -345,17 +345,25 @@ def ddp_plot(plt):
       ax.plot(x, mean, marker="o", ms=3, color=color, label=label)
       if len(rs) > 1:
         ax.fill_between(x, lo, hi, color=color, alpha=0.2)
+  return save_epoch_bytes_figure(
+      plt, fig, axes, "bytes one rank handed to its collectives",
+      "PyTorch DDP on Gloo, 2 ranks x 32 images, Fashion-MNIST, trained to the end "
+      "(band: min-max over seeds)", "full_ddp.png")
+
+
+def save_epoch_bytes_figure(plt, fig, axes, bytes_label, title, name):
+  """Labels a pair of test-accuracy panels (against epoch, against bytes on a
+  log axis), writes docs/img/NAME and returns its path."""
   axes[0].set_xlabel("epoch")
-  axes[1].set_xlabel("bytes one rank handed to its collectives")
+  axes[1].set_xlabel(bytes_label)
   axes[1].set_xscale("log")
   for ax in axes:
     ax.set_ylabel("test accuracy")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  fig.suptitle("PyTorch DDP on Gloo, 2 ranks x 32 images, Fashion-MNIST, trained to the end "
-               "(band: min-max over seeds)")
+  fig.suptitle(title)
   fig.tight_layout()
-  path = os.path.join(IMG_DIR, "full_ddp.png")
+  path = os.path.join(IMG_DIR, name)
   fig.savefig(path, dpi=80)
   plt.close(fig)
   return path
@@ -647,17 +655,7 @@ def baselines_plot(plt, runs):
   if below:
     axes[0][0].text(0.02, 0.98, "below the axis: " + ", ".join(below), ha="left",
                     va="top", transform=axes[0][0].transAxes, fontsize=9)
-  axes[0][0].set_xlabel("epoch")
-  axes[0][1].set_xlabel("bytes sent by all learners")
-  axes[0][1].set_xscale("log")
-  for ax in axes[0]:
-    ax.set_ylabel("test accuracy")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-  fig.suptitle("mnist-cnn on Fashion-MNIST, SGD, 4 learners, 12 epochs, seed 1: every codec "
-               "(legend: end-to-end compression rate)")
-  fig.tight_layout()
-  path = os.path.join(IMG_DIR, "full_baselines.png")
-  fig.savefig(path, dpi=80)
-  plt.close(fig)
-  return path
+  return save_epoch_bytes_figure(
+      plt, fig, axes[0], "bytes sent by all learners",
+      "mnist-cnn on Fashion-MNIST, SGD, 4 learners, 12 epochs, seed 1: every codec "
+      "(legend: end-to-end compression rate)", "full_baselines.png")
