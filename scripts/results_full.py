@@ -245,12 +245,18 @@ def section(configs, lengths, seeds):
     w("mnist-cnn sweeps and baselines (seed 1, SGD; the first two rows are the main "
       "table's, for reference):")
     w("")
-    w("| table | codec | P | B | test accuracy | e2e rate |")
-    w("|---|---|---|---|---|---|")
+    # Each row against dense at the same learner count and batch size.
+    dense_at = {(r["learners"], r["batch_size"]): r["test_accuracy"]
+                for _, r in sweeps if codec_of(r) == "dense"}
+    w("| table | codec | P | B | test accuracy | against dense (same P, B) | e2e rate |")
+    w("|---|---|---|---|---|---|---|")
     for c, r in sorted(sweeps, key=lambda x: (x[0]["table"] != "models", x[0]["order"])):
-      w("| %s | %s | %d | %d | %.2f%% | %s |" % (
+      d = dense_at.get((r["learners"], r["batch_size"]))
+      against = "ref" if codec_of(r) == "dense" else (
+          "(no dense run)" if d is None else fmt_gap(r["model"], r["test_accuracy"] - d))
+      w("| %s | %s | %d | %d | %.2f%% | %s | %s |" % (
           "reference" if c["table"] == "models" else c["table"], codec_of(r), r["learners"],
-          r["batch_size"], 100 * r["test_accuracy"],
+          r["batch_size"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
   lines.extend(ddp_section())
