@@ -85,6 +85,8 @@ REMEDIES = (
     # lr 1 -> 2 lifted AdaComp by 0.065 and dense by 0.037: does lr 4 go on
     # lifting AdaComp more than dense?
     ("char-lstm", "sgd", "_lr4x", ["--lr", "4"]),
+    # The same question for Adam: 4x its default (2e-3).
+    ("char-lstm", "adam", "_lr4x", ["--lr", "0.008"]),
     # fc-dnn / mnist-cnn: fc weights wait 400-600 steps; half the bin size.
     ("fc-dnn", "sgd", "_fc250", ["--bin-sizes", "fc=250"]),
     ("fc-dnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
