@@ -27,7 +27,6 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import utc_now  # noqa: E402
 import results  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,7 +61,7 @@ def run_one(cfg, pythonpath, timeout, log):
     os.unlink(tmp)
   cmd = [sys.executable, EXAMPLE] + cfg["args"] + ["--summary-json", tmp]
   env = dict(os.environ, PYTHONPATH=pythonpath)
-  log.write("== %s %s\n$ PYTHONPATH=%s %s\n" % (cfg["id"], utc_now(), pythonpath,
+  log.write("== %s %s\n$ PYTHONPATH=%s %s\n" % (cfg["id"], results.utc_now(), pythonpath,
                                                " ".join(shlex.quote(c) for c in cmd)))
   log.flush()
   t0 = time.monotonic()
@@ -80,7 +79,7 @@ def run_one(cfg, pythonpath, timeout, log):
     summary = json.load(f)
   os.unlink(tmp)
   summary["run"] = {"id": cfg["id"], "args": cfg["args"], "elapsed_seconds": round(elapsed, 1),
-                    "finished_utc": utc_now()}
+                    "finished_utc": results.utc_now()}
   results.keep_result(out, summary, log, cfg["id"], elapsed)
   return True
 
@@ -111,7 +110,7 @@ def main():
       if args.skip_existing and os.path.exists(os.path.join(DDP_DIR, c["id"] + ".json")):
         print("[%d/%d] %s: present, skipped" % (i, len(runs), c["id"]), flush=True)
         continue
-      print("[%d/%d] %s %s" % (i, len(runs), utc_now(), c["id"]), flush=True)
+      print("[%d/%d] %s %s" % (i, len(runs), results.utc_now(), c["id"]), flush=True)
       if not run_one(c, args.pythonpath, args.timeout, log):
         failed.append(c["id"])
         print("  failed (see %s)" % args.log, flush=True)
