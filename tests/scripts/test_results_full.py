@@ -1,0 +1,198 @@
+"""scripts/results_full.py decides which cells are "met" and "missed" in
+docs/results.md; these tests feed it small hand-made run summaries whose
+answers are worked out here by hand (or by a plain loop) and compare.
+
+Run: /usr/bin/python3 -m unittest -v test_results_full  (from tests/scripts;
+ctest sets PYTHONPATH to scripts/). Standard library only.
+"""
+
+import unittest
+
+import results_full as rf
+
+
+def config(model, codec, opt, seed, table="models", extra=(), tag="", epochs=4,
+           decay=(2, 3)):
+  """A configuration shaped like results.py's full-scale ones."""
+  args = ["--model", model, "--codec", codec, "--optimizer", opt, "--learners", "4",
+          "--batch-size", "128", "--epochs", str(epochs), "--lr-decay-epochs",
+          ",".join(str(d) for d in decay), "--seed", str(seed)] + list(extra)
+  rid = "%s_%s_%s_e%d_s%d%s" % (model, codec, opt, epochs, seed, tag)
+  return {"id": rid, "table": table, "args": args, "seed": seed, "tag": tag,
+          "order": 0}
+
+
+def summary(model, curve, lr=0.02, rates=None, train_loss=None, seed=1):
+  """A summary whose per-epoch test metric is `curve` (accuracy for images,
+  loss per character for char-lstm); the last point is the final value."""
+  lstm = model == "char-lstm"
+  epochs = []
+  for i, v in enumerate(curve):
+    e = {"epoch": i + 1, "train_loss": (train_loss if train_loss is not None else 1.0)}
+    if lstm:
+      e["test_loss"] = v
+    else:
+      e["test_accuracy"] = v
+    epochs.append(e)
+  r = {"model": model, "lr": lr, "seed": seed, "epoch_metrics": epochs,
+       "compression_rate": dict(rates or {"end_to_end": 1.0})}
+  if lstm:
+    r["test_loss_per_char"] = curve[-1]
+  else:
+    r["test_accuracy"] = curve[-1]
+  return r
+
+
+def runs_of(*pairs):
+  out = {}
+  for i, (c, r) in enumerate(pairs):
+    c = dict(c, order=i)
+    out[c["id"]] = (c, r)
+  return out
+
+
+def row_of(lines, *cells):
+  """The one table row that starts with these cells."""
+  prefix = "| " + " | ".join(cells) + " |"
+  rows = [l for l in lines if l.startswith(prefix)]
+  if len(rows) != 1:
+    raise AssertionError("%d rows start with %r in:\n%s" % (len(rows), prefix, "\n".join(lines)))
+  return [x.strip() for x in rows[0].strip("|").split("|")]
+
+
+class VerdictTest(unittest.TestCase):
+
+  def verdict(self, model, dense, ada, rates=None):
+    return rf.verdict(model, [summary(model, [v]) for v in dense],
+                      [summary(model, [v]) for v in ada], rates or {})
+
+  def test_gap_within_the_fixed_tolerance_is_met(self):
+    # Gap -0.25 points, spreads 0: inside 0.3 points.
+    self.assertEqual(self.verdict("mnist-cnn", [0.9100], [0.9075]), "met")
+
+  def test_gap_beyond_the_tolerance_is_missed(self):
+    # Dense 0.910/0.914 (spread 0.4 pt), AdaComp 0.905/0.909 (0.4 pt): mean
+    # gap -0.5 pt > max(0.3, 0.4, 0.4).
+    self.assertEqual(self.verdict("mnist-cnn", [0.910, 0.914], [0.905, 0.909]), "missed")
+
+  def test_a_larger_seed_spread_widens_the_tolerance(self):
+    # AdaComp 0.900/0.912: spread 1.2 pt, mean gap -0.6 pt: within the spread.
+    self.assertEqual(self.verdict("mnist-cnn", [0.910, 0.914], [0.900, 0.912]), "met")
+
+  def test_char_lstm_is_judged_in_nats_lower_is_better(self):
+    self.assertEqual(self.verdict("char-lstm", [1.600], [1.615]), "met")
+    self.assertEqual(self.verdict("char-lstm", [1.600], [1.625]), "missed")
+    # A lower AdaComp loss than dense is never a miss.
+    self.assertEqual(self.verdict("char-lstm", [1.600], [1.500]), "met")
+
+  def test_a_rate_under_its_target_is_named(self):
+    self.assertEqual(self.verdict("mnist-cnn", [0.91], [0.91], {"conv": 39.0, "fc": 500.0}),
+                     "met, rate below target")
+    self.assertEqual(self.verdict("mnist-cnn", [0.91], [0.91], {"conv": 40.0, "fc": 200.0}),
+                     "met")
+
+  def test_nothing_run(self):
+    self.assertEqual(rf.verdict("mnist-cnn", [], [summary("mnist-cnn", [0.9])], {}), "not run")
+
+
+class EpochGapTest(unittest.TestCase):
+
+  def test_per_epoch_gaps_and_the_worst_from_epoch_two_match_a_plain_loop(self):
+    dense = [summary("fc-dnn", [0.80, 0.85, 0.88, 0.90]),
+             summary("fc-dnn", [0.82, 0.86, 0.87, 0.91])]
+    ada = [summary("fc-dnn", [0.75, 0.84, 0.86, 0.90]),
+           summary("fc-dnn", [0.77, 0.83, 0.88]),  # one epoch short
+           ]
+    got = rf.per_epoch_gaps("fc-dnn", dense, ada)
+    want = []
+    for i in range(3):  # the shortest run has 3 epochs
+      d = sum(r["epoch_metrics"][i]["test_accuracy"] for r in dense) / 2
+      a = sum(r["epoch_metrics"][i]["test_accuracy"] for r in ada) / 2
+      want.append(a - d)
+    self.assertEqual(len(got), 3)
+    for g, w in zip(got, want):
+      self.assertAlmostEqual(g, w, places=12)
+    # Epoch 1 (-0.05) is left out; from epoch 2 on the worst is epoch 2.
+    self.assertAlmostEqual(rf.worst_gap_from_epoch2("fc-dnn", dense, ada),
+                           min(want[1:]), places=12)
+    self.assertAlmostEqual(min(want[1:]), -0.02, places=12)
+
+  def test_loss_gaps_have_the_sign_of_accuracy_gaps(self):
+    dense = [summary("char-lstm", [2.0, 1.8])]
+    ada = [summary("char-lstm", [2.2, 1.9])]
+    got = rf.per_epoch_gaps("char-lstm", dense, ada)
+    self.assertAlmostEqual(got[0], -0.2, places=12)
+    self.assertAlmostEqual(got[1], -0.1, places=12)
+    self.assertIsNone(rf.worst_gap_from_epoch2("char-lstm", [summary("char-lstm", [2.0])],
+                                               [summary("char-lstm", [2.1])]))
+
+
+class RemediesTableTest(unittest.TestCase):
+
+  def table(self):
+    m, o = "mnist-cnn", "sgd"
+    return rf.remedies_table(runs_of(
+        (config(m, "dense", o, 1), summary(m, [0.80, 0.900])),
+        (config(m, "adacomp", o, 1), summary(m, [0.79, 0.890], rates={"end_to_end": 300.0})),
+        # A learning-rate remedy; dense at that lr is stronger (0.920).
+        (config(m, "adacomp", o, 1, "remedies", ["--lr", "0.04"], "_lr2x"),
+         summary(m, [0.80, 0.915], lr=0.04, rates={"end_to_end": 310.0})),
+        (config(m, "dense", o, 1, "remedies", ["--lr", "0.04"], "_lr2x"),
+         summary(m, [0.81, 0.920], lr=0.04)),
+        # A codec remedy at under half the rate: judged against default dense.
+        (config(m, "adacomp", o, 1, "remedies", ["--bin-sizes", "conv=10"], "_c10"),
+         summary(m, [0.80, 0.899], rates={"end_to_end": 140.0})),
+    ))
+
+  def test_a_learning_rate_remedy_is_judged_against_the_strongest_dense_run(self):
+    row = row_of(self.table(), "mnist-cnn", "sgd", "`--lr 0.04`")
+    # dense, dense lr, default, remedy, gap default -> remedy
+    self.assertEqual(row[3:7], ["92.00%", "0.04", "89.00%", "91.50%"])
+    self.assertEqual(row[7], "-3.00 pt -> -0.50 pt")
+    self.assertEqual(row[11], "missed")
+
+  def test_a_codec_remedy_is_judged_at_the_default_lr_and_its_rate_share_shown(self):
+    row = row_of(self.table(), "mnist-cnn", "sgd", "`--bin-sizes conv=10`")
+    self.assertEqual(row[3:7], ["90.00%", "default", "89.00%", "89.90%"])
+    self.assertEqual(row[7], "-1.00 pt -> -0.10 pt")
+    self.assertEqual(row[9], "300x -> 140x")
+    self.assertEqual(row[10], "0.47")
+    self.assertEqual(row[11], "met, rate below half")
+
+
+class LongerTableTest(unittest.TestCase):
+
+  def test_each_length_uses_its_strongest_lr_only_dense_run(self):
+    m, o = "char-lstm", "sgd"
+    long = dict(epochs=8, decay=(4, 6))
+    lines = rf.longer_table(runs_of(
+        (config(m, "dense", o, 1), summary(m, [1.80, 1.70])),
+        (config(m, "adacomp", o, 1), summary(m, [1.90, 1.78], lr=1.0,
+                                             rates={"end_to_end": 350.0})),
+        (config(m, "dense", o, 1, "longer", ["--lr", "2"], "_lr2x", **long),
+         summary(m, [1.7, 1.60], lr=2.0, train_loss=1.5)),
+        # Dense with a codec-like option never counts as the reference.
+        (config(m, "dense", o, 1, "longer", ["--lr", "2", "--values", "fp32"], "_x", **long),
+         summary(m, [1.7, 1.40], lr=2.0)),
+        (config(m, "adacomp", o, 1, "longer", ["--lr", "4"], "_lr4x", **long),
+         summary(m, [1.7, 1.615], lr=4.0, rates={"end_to_end": 360.0}, train_loss=1.54)),
+        (config(m, "adacomp", o, 1, "longer", ["--lr", "4", "--bin-sizes", "lstm=250"],
+                "_lr4x_lstm250", **long),
+         summary(m, [1.7, 1.625], lr=4.0, rates={"end_to_end": 210.0})),
+        (config(m, "adacomp", o, 1, "longer", ["--lr", "4", "--bin-sizes", "lstm=100"],
+                "_lr4x_lstm100", **long),
+         summary(m, [1.7, 1.610], lr=4.0, rates={"end_to_end": 150.0})),
+    ))
+    row = row_of(lines, m, o, "8 (4,6)", "4 / 2", "-")
+    self.assertEqual(row[5:], ["1.600", "1.615", "-0.015", "+0.040", "360x", "1.03", "met"])
+    row = row_of(lines, m, o, "8 (4,6)", "4 / 2", "`--bin-sizes lstm=250`")
+    self.assertEqual(row[5:], ["1.600", "1.625", "-0.025", "-0.500", "210x", "0.60", "missed"])
+    row = row_of(lines, m, o, "8 (4,6)", "4 / 2", "`--bin-sizes lstm=100`")
+    self.assertEqual(row[-1], "met, rate below half")
+    # The default-length pair is there too, against its own dense run.
+    row = row_of(lines, m, o, "4 (2,3)", "1 / 0.02", "-")
+    self.assertEqual(row[5:8], ["1.700", "1.780", "-0.080"])
+
+
+if __name__ == "__main__":
+  unittest.main()
