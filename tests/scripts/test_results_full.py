@@ -127,6 +127,39 @@ class EpochGapTest(unittest.TestCase):
                                                [summary("char-lstm", [2.1])]))
 
 
+class EarlyTargetTest(unittest.TestCase):
+  """The target beyond the paper: from epoch 2 on, every mean gap within the
+  larger of 1 point and that epoch's seed spreads."""
+
+  def test_a_gap_inside_that_epochs_seed_spread_is_met(self):
+    # Epoch 2: mean gap -1.5 pt, but dense's seeds spread 2 pt there.
+    dense = [summary("fc-dnn", [0.80, 0.86, 0.90]), summary("fc-dnn", [0.80, 0.84, 0.90])]
+    ada = [summary("fc-dnn", [0.70, 0.835, 0.898]), summary("fc-dnn", [0.70, 0.835, 0.898])]
+    tols = rf.early_tolerances("fc-dnn", dense, ada)
+    for t, want in zip(tols, [0.01, 0.02, 0.01]):
+      self.assertAlmostEqual(t, want, places=12)
+    # Epoch 1 (-10 points) does not count.
+    self.assertEqual(rf.early_verdict("fc-dnn", dense, ada), "met")
+
+  def test_the_first_epoch_beyond_its_tolerance_is_named(self):
+    dense = [summary("fc-dnn", [0.80, 0.85, 0.90, 0.91])]
+    ada = [summary("fc-dnn", [0.70, 0.845, 0.885, 0.89])]
+    self.assertEqual(rf.early_verdict("fc-dnn", dense, ada),
+                     "missed (ep 3: -1.50 pt, tolerance 1.00 pt)")
+
+  def test_char_lstm_uses_nats(self):
+    dense = [summary("char-lstm", [2.0, 1.80, 1.70])]
+    ok = [summary("char-lstm", [2.3, 1.84, 1.74])]
+    bad = [summary("char-lstm", [2.3, 1.84, 1.76])]
+    self.assertEqual(rf.early_verdict("char-lstm", dense, ok), "met")
+    self.assertEqual(rf.early_verdict("char-lstm", dense, bad),
+                     "missed (ep 3: -0.060, tolerance 0.050)")
+
+  def test_one_epoch_has_nothing_to_judge(self):
+    self.assertEqual(rf.early_verdict("fc-dnn", [summary("fc-dnn", [0.8])],
+                                      [summary("fc-dnn", [0.7])]), "-")
+
+
 class RemediesTableTest(unittest.TestCase):
 
   def table(self):
