@@ -236,6 +236,9 @@ def make_full_configs(cifar_dir):
   # fails to train (2.363): AdaComp at lr 4 for 12 epochs against dense at 2.
   add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
       extra=["--lr", "4"], tag="_lr4x")
+  # The gap at each one's best lr went 0.041 (6 epochs) -> 0.027 (12): at 24?
+  add("longer", "char-lstm", "adacomp", "sgd", 1, length=(24, (12, 18)),
+      extra=["--lr", "4"], tag="_lr4x")
   # 12 epochs left AdaComp at lr 4 0.027 behind dense; at 6 epochs lstm=250
   # added 0.008 to lr 2 (at 0.62 of the rate): both together.
   add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
