@@ -562,8 +562,6 @@ TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
   EXPECT_NE(r.status().message().find("exceeds the 320 training examples"), std::string::npos);
 }
 
-// --dense-warmup-steps: the warm-up steps are the dense run's steps (the same
-// ring all-reduce), and AdaComp takes over after them.
 // Nothing is fixed to ten classes: an IDX set with labels up to 26 (EMNIST
 // letters' layout) trains a model with 27 outputs, and a test label the
 // training set lacks still gets its logit.
@@ -599,6 +597,8 @@ TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
       << r.status().ToString();
 }
 
+// --dense-warmup-steps: the warm-up steps are the dense run's steps (the same
+// ring all-reduce), and AdaComp takes over after them.
 TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
   TrainOptions dense = Base();
   dense.codec.codec = Codec::kDense;
