@@ -302,25 +302,31 @@ def section(configs, lengths, seeds):
   sweeps = [(c, r) for c, r in runs.values()
             if c["table"] not in ("models", "remedies", "longer")]
   if sweeps:
-    # The same-settings dense and AdaComp rows of the main table, for reference.
+    # The same-settings dense and AdaComp rows of the main table, for
+    # reference, at each seed the sweeps have.
+    sweep_seeds = {c["seed"] for c, _ in sweeps}
     sweeps += [(c, r) for c, r in runs.values()
                if c["table"] == "models" and c["args"][1] == "mnist-cnn" and
-               c["args"][5] == "sgd" and c["seed"] == 1]
-    w("mnist-cnn sweeps and baselines (seed 1, SGD; the first two rows are the main "
-      "table's, for reference):")
+               c["args"][5] == "sgd" and c["seed"] in sweep_seeds]
+    w("mnist-cnn sweeps and baselines (SGD; the *reference* rows are the main table's "
+      "at the same seed):")
     w("")
-    # Each row against dense at the same learner count and batch size.
-    dense_at = {(r["learners"], r["batch_size"]): r["test_accuracy"]
-                for _, r in sweeps if codec_of(r) == "dense"}
-    w("| table | codec | P | B | test accuracy | against dense (same P, B) | e2e rate |")
-    w("|---|---|---|---|---|---|---|")
-    for c, r in sorted(sweeps, key=lambda x: (x[0]["table"] != "models", x[0]["order"])):
-      d = dense_at.get((r["learners"], r["batch_size"]))
+    # Each row against dense at the same learner count, batch size, learning
+    # rate and seed.
+    def key(r):
+      return (r["learners"], r["batch_size"], r["lr"], r["seed"])
+    dense_at = {key(r): r["test_accuracy"] for _, r in sweeps if codec_of(r) == "dense"}
+    w("| table | codec | P | B | lr | seed | test accuracy | against dense (same P, B, lr, "
+      "seed) | e2e rate |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for c, r in sorted(sweeps, key=lambda x: (x[0]["table"] != "models", x[0]["seed"],
+                                               x[0]["order"])):
+      d = dense_at.get(key(r))
       against = "ref" if codec_of(r) == "dense" else (
           "(no dense run)" if d is None else fmt_gap(r["model"], r["test_accuracy"] - d))
-      w("| %s | %s | %d | %d | %.2f%% | %s | %s |" % (
+      w("| %s | %s | %d | %d | %g | %d | %.2f%% | %s | %s |" % (
           "reference" if c["table"] == "models" else c["table"], codec_of(r), r["learners"],
-          r["batch_size"], 100 * r["test_accuracy"], against,
+          r["batch_size"], r["lr"], r["seed"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
   lines.extend(ddp_section())
