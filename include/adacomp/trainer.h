@@ -54,6 +54,9 @@ struct StepMetrics {
   int64_t epoch = 0;  // 0-based epoch of this step
   double loss = 0;    // mean training loss over the global minibatch
   double lr = 0;
+  // Rank 0's local gradient L2 norm over all tensors, before any
+  // --clip-grad-norm (NaN or Inf for a non-finite gradient).
+  double grad_norm = 0;
   bool skipped = false;      // non-finite gradient: step skipped everywhere
   uint64_t bytes_sent = 0;   // wire bytes of all learners this step
   uint64_t dense_bytes = 0;  // 4 x elements x learners
@@ -107,6 +110,11 @@ struct TrainOptions {
   // untouched, and the codec starts after them with empty residues.
   int64_t dense_below = 0;
   int64_t dense_warmup_steps = 0;
+  // > 0: each learner scales its own gradient, before the exchange, so that
+  // its L2 norm over all tensors is at most this (the usual guard of
+  // recurrent models against exploding gradients); 0 = off. A non-finite
+  // gradient is left as it is for the NaN policy.
+  double clip_grad_norm = 0;
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
@@ -165,6 +173,7 @@ struct TrainSummary {
   uint64_t seed = 0;
   std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
+  double clip_grad_norm = 0;                        // as in TrainOptions
   int64_t dense_tensors = 0;                        // tensors sent dense by dense_below
   int64_t parameters = 0;
   int64_t tensors = 0;

@@ -72,6 +72,11 @@ class Learner {
   Status SaveCheckpoint();
   Status DoStep(int64_t step, StepMetrics* m);
   void TestHookNote(const char* what, int64_t step) const;
+  // This learner's gradient L2 norm over all tensors (grad_spans_); with
+  // --clip-grad-norm it then scales the gradients so that the norm is at
+  // most o_.clip_grad_norm (a non-finite norm leaves them for the NaN
+  // policy). Returns the norm before any scaling.
+  double GradNormThenClip();
   Status Evaluate(double* accuracy, double* loss);
   void Message(const std::string& m) const {
     if (rank_ != 0) return;
@@ -282,6 +287,25 @@ Status Learner::Resume() {
 
 // Failure-test hooks say what they do and when (wall clock, seconds since the
 // epoch), so a test can measure how long the job takes to stop.
+double Learner::GradNormThenClip() {
+  double sum = 0;  // a plain loop in double: the same on every run and thread count
+  for (const auto& g : grad_spans_) {
+    for (float v : g) sum += static_cast<double>(v) * v;
+  }
+  const double norm = std::sqrt(sum);
+  if (!(o_.clip_grad_norm > 0) || !std::isfinite(norm) || norm <= o_.clip_grad_norm) {
+    return norm;
+  }
+  const float factor = static_cast<float>(o_.clip_grad_norm / norm);
+  for (auto& p : model_.params) {  // the tensors grad_spans_ point into
+    auto g = p.tensor.mutable_grad();
+    float* w = g.data_ptr<float>();
+    const int64_t n = g.numel();
+    for (int64_t i = 0; i < n; ++i) w[i] *= factor;
+  }
+  return norm;
+}
+
 void Learner::TestHookNote(const char* what, int64_t step) const {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -344,6 +368,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       auto g = p.tensor.grad();
       grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
+    m->grad_norm = GradNormThenClip();
     t.compute = Since(t0) + slept;
   }
 

@@ -66,6 +66,9 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (o.hidden < 1 || o.embed < 1) return bad("--hidden and --embed must be >= 1");
   if (o.dense_below < 0) return bad("--dense-below must be >= 0");
   if (o.dense_warmup_steps < 0) return bad("--dense-warmup-steps must be >= 0");
+  if (!(o.clip_grad_norm >= 0) || !std::isfinite(o.clip_grad_norm)) {
+    return bad("--clip-grad-norm must be a finite number >= 0 (0 = off)");
+  }
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
   return o;
@@ -94,6 +97,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   }
   if (o.dense_below) s << ";dense_below=" << o.dense_below;
   if (o.dense_warmup_steps) s << ";dense_warmup=" << o.dense_warmup_steps;
+  if (o.clip_grad_norm > 0) s << ";clip=" << o.clip_grad_norm;
   return s.str();
 }
 

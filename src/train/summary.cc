@@ -78,6 +78,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->bin_size = adacomp ? BinSizeText(o) : "n/a";
   s->dense_below = o.dense_below;
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
+  s->clip_grad_norm = o.clip_grad_norm;
 }
 
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,

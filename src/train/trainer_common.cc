@@ -85,6 +85,7 @@ std::string StepMetrics::ToJson() const {
   j["epoch"] = epoch;
   j["loss"] = std::isfinite(loss) ? json(loss) : json(nullptr);
   j["lr"] = lr;
+  j["grad_norm"] = std::isfinite(grad_norm) ? json(grad_norm) : json(nullptr);
   j["skipped"] = skipped;
   j["bytes_sent"] = bytes_sent;
   j["dense_bytes"] = dense_bytes;
@@ -131,6 +132,7 @@ std::string TrainSummary::ToJson() const {
   }
   j["dense_below"] = dense_below;
   j["dense_warmup_steps"] = dense_warmup_steps;
+  j["clip_grad_norm"] = clip_grad_norm > 0 ? json(clip_grad_norm) : json(nullptr);
   j["dense_tensors"] = dense_tensors;
   j["parameters"] = parameters;
   j["tensors"] = tensors;

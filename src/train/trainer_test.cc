@@ -631,6 +631,60 @@ TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
   EXPECT_LT(*c.selected_per_bin[static_cast<int>(LayerType::kFc)], 50.0);
 }
 
+// --clip-grad-norm against arithmetic done here: one step of plain SGD (no
+// momentum, one learner, dense) clipped to half the gradient's own norm moves
+// the weights exactly as the unclipped step at half the learning rate (the
+// factor is 0.5, exact in float); a limit above the norm changes nothing.
+TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
+  TrainOptions o = Base();
+  o.learners = 1;
+  o.batch_size = 16;
+  o.steps = 1;
+  o.codec.codec = Codec::kDense;
+  o.momentum = 0;
+  o.lr = 0.05;
+  o.log_every = 1;
+  double norm = 0;
+  o.on_step = [&](const StepMetrics& m) { norm = m.grad_norm; };
+  const TrainSummary plain = Run(o);
+  ASSERT_GT(norm, 0);
+  o.on_step = nullptr;
+
+  TrainOptions above = o;
+  above.clip_grad_norm = norm * 1.01;
+  EXPECT_EQ(Run(above).weights_sha256, plain.weights_sha256);
+
+  TrainOptions clipped = o;
+  clipped.clip_grad_norm = norm / 2;
+  double seen = 0;
+  clipped.on_step = [&](const StepMetrics& m) { seen = m.grad_norm; };
+  const TrainSummary c = Run(clipped);
+  EXPECT_EQ(seen, norm) << "grad_norm is the norm before clipping";
+  EXPECT_NE(c.weights_sha256, plain.weights_sha256);
+  TrainOptions half_lr = o;
+  half_lr.lr = o.lr / 2;
+  EXPECT_EQ(c.weights_sha256, Run(half_lr).weights_sha256);
+  EXPECT_EQ(c.clip_grad_norm, norm / 2);
+
+  // With AdaComp and four learners the replicas still agree, and a clipped
+  // run differs from an unclipped one.
+  TrainOptions ada = Base();
+  ada.clip_grad_norm = 1e-3;
+  const TrainSummary a = Run(ada);
+  EXPECT_TRUE(a.replicas_identical);
+  EXPECT_NE(a.weights_sha256, Run(Base()).weights_sha256);
+
+  for (double bad :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    TrainOptions b = Base();
+    b.clip_grad_norm = bad;
+    auto r = Train(b);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--clip-grad-norm"), std::string::npos)
+        << r.status().ToString();
+  }
+}
+
 // --dense-below: small tensors go as dense frames; with every tensor below
 // the limit the run is the dense run.
 TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {

@@ -320,6 +320,10 @@ int RunTrain(TrainArgs& a) {
               static_cast<long long>(s.batch_size),
               static_cast<long long>(s.batch_size / std::max(1, s.learners)));
   std::printf("  optimizer        %s, lr %s\n", s.optimizer.c_str(), Fmt(s.lr).c_str());
+  if (s.clip_grad_norm > 0) {
+    std::printf("  gradient clip    each learner's L2 norm at most %s\n",
+                Fmt(s.clip_grad_norm).c_str());
+  }
   std::printf("  steps            %lld (%.2f epochs), %lld skipped%s%s\n",
               static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.skipped_steps),
               s.resumed_from_step >= 0
@@ -451,6 +455,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--dense-warmup-steps", o.dense_warmup_steps,
                   "exchange the first N steps dense (ring all-reduce, residues untouched); "
                   "0 = off");
+  app->add_option("--clip-grad-norm", o.clip_grad_norm,
+                  "each learner scales its gradient to an L2 norm (over all tensors) of at "
+                  "most this before the exchange, whatever the codec; 0 = off");
   app->add_option("--values", args->values,
                   "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
