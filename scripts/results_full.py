@@ -28,6 +28,9 @@ LOSS_TOLERANCE = 0.02
 # char-lstm), or within that epoch's seed spread if larger.
 EARLY_ACC_TOLERANCE = 0.01
 EARLY_LOSS_TOLERANCE = 0.05
+# Options that are training settings rather than codec options (dense runs
+# with them too; see remedies_table and longer_table).
+TRAINING_OPTIONS = ("--lr", "--clip-grad-norm")
 RATE_TARGETS = {"conv": 40.0, "fc": 200.0, "lstm": 200.0}
 # One style per codec in the baselines plot.
 CODEC_STYLES = {
@@ -461,10 +464,26 @@ def worst_gap_from_epoch2(model, dense, ada):
   return min(gaps) if gaps else None
 
 
-def lr_of(c):
-  """The --lr a run gives, or None (the trainer's default)."""
-  a = c["args"]
-  return a[a.index("--lr") + 1] if "--lr" in a else None
+def sets_training(c):
+  """Whether a run sets a training option (TRAINING_OPTIONS) beyond the
+  cell's defaults."""
+  return any(o in c["args"] for o in TRAINING_OPTIONS)
+
+
+def codec_options(c):
+  """remedy_options() less the training options, as a list."""
+  extra = remedy_options(c).split()
+  for o in TRAINING_OPTIONS:
+    if o in extra:
+      i = extra.index(o)
+      del extra[i:i + 2]
+  return extra
+
+
+def setting_text(r):
+  """A summary's learning rate, and its clipping where set."""
+  clip = r.get("clip_grad_norm")
+  return ("%g" % r["lr"]) + ((", clip %g" % clip) if clip else "")
 
 
 def remedy_options(c):
@@ -514,11 +533,13 @@ def remedies_table(runs):
     dv = final_metric(dense[0]) if dense else None
     av = final_metric(default[0]) if default else None
     dense_lr = "default"
-    for other in dense_other.get((model, opt, seed), []) if dv is not None and lr_of(c) else []:
-      # A learning-rate remedy: judged against the strongest dense run measured.
+    for other in dense_other.get((model, opt, seed), []) if dv is not None and \
+        sets_training(c) else []:
+      # A learning-rate (or clipping) remedy: judged against the strongest
+      # dense run measured.
       sv = final_metric(other)
       if signed_gap(model, dv, sv) > 0:
-        dv, dense, dense_lr = sv, [other], "%g" % other["lr"]
+        dv, dense, dense_lr = sv, [other], setting_text(other)
     rv = final_metric(r)
 
     def gap(v):
@@ -562,13 +583,15 @@ def longer_table(runs):
   w("### Trained for longer, and the learning rate tuned for each (seed 1)")
   w("")
   w("Each AdaComp run against the strongest dense run of the same length, whatever "
-    "the learning rate of either (*lr*: AdaComp's / dense's; *codec options*: what "
-    "the AdaComp run sets beyond the paper's default). *rate vs default*: its e2e "
+    "the learning rate of either (*lr*: AdaComp's / dense's, and the gradient "
+    "clipping where set; *codec options*: what the AdaComp run sets beyond the "
+    "paper's default). *rate vs default*: its e2e "
     "rate as a share of the default codec's at the same cell and seed (the cell's own "
     "schedule, default lr); the issue asks for at least half. *end target*: within 0.3 points "
     "(0.02 nats/char).")
   w("")
-  w("| model | opt | epochs (lr x0.1 at) | lr | codec options | dense | AdaComp | gap | "
+  w("| model | opt | epochs (lr x0.1 at) | lr (AdaComp / dense) | codec options | dense | "
+    "AdaComp | gap | "
     "AdaComp train loss - dense | e2e | rate vs default | end target |")
   w("|---|---|---|---|---|---|---|---|---|---|---|---|")
   for model, opt in cells:
@@ -578,12 +601,10 @@ def longer_table(runs):
     by_length = {}
     for c, r in runs.values():
       a = c["args"]
-      extra = remedy_options(c).split()
-      if "--lr" in extra:
-        i = extra.index("--lr")
-        del extra[i:i + 2]
-      # Runs that change only the learning rate, and the AdaComp runs of this
-      # table with codec options too (the remedies table has the others).
+      extra = codec_options(c)
+      # Runs that change only training settings (the learning rate,
+      # clipping), and the AdaComp runs of this table with codec options too
+      # (the remedies table has the others).
       if c["table"] in ("models", "remedies", "longer") and a[1] == model and \
           a[5] == opt and c["seed"] == 1 and (not extra or (
               a[3] == "adacomp" and c["table"] == "longer")):
@@ -594,7 +615,8 @@ def longer_table(runs):
         continue
       # The strongest dense run at this length.
       _, d, _ = max(codecs["dense"], key=lambda x: signed_gap(model, 0.0, final_metric(x[1])))
-      for _, a, opts in sorted(codecs["adacomp"], key=lambda x: (x[2], x[1]["lr"])):
+      for _, a, opts in sorted(codecs["adacomp"], key=lambda x: (
+          x[2], x[1].get("clip_grad_norm") or 0, x[1]["lr"])):
         dv, av = final_metric(d), final_metric(a)
         g = signed_gap(model, dv, av)
         train_gap = a["epoch_metrics"][-1]["train_loss"] - d["epoch_metrics"][-1]["train_loss"]
@@ -603,8 +625,9 @@ def longer_table(runs):
         verdict_text = "met" if g >= -tol else "missed"
         if share is not None and share < 0.5:
           verdict_text += ", rate below half"
-        w("| %s | %s | %d (%s) | %g / %g | %s | %s | %s | %s | %+.3f | %s | %s | %s |" % (
-            model, opt, epochs, decay, a["lr"], d["lr"], ("`%s`" % opts) if opts else "-",
+        w("| %s | %s | %d (%s) | %s / %s | %s | %s | %s | %s | %+.3f | %s | %s | %s |" % (
+            model, opt, epochs, decay, setting_text(a), setting_text(d),
+            ("`%s`" % opts) if opts else "-",
             fmt_value(model, dv), fmt_value(model, av), fmt_gap(model, g), train_gap,
             fmt_rate(rate), ("%.2f" % share) if share is not None else "-", verdict_text))
   w("")

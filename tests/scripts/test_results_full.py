@@ -226,6 +226,22 @@ class LongerTableTest(unittest.TestCase):
     row = row_of(lines, m, o, "4 (2,3)", "1 / 0.02", "-")
     self.assertEqual(row[5:8], ["1.700", "1.780", "-0.080"])
 
+    # A clipped dense run is a training setting, not a codec option: when it
+    # is the strongest, it is the reference.
+    lines = rf.longer_table(runs_of(
+        (config(m, "dense", o, 1, "longer", ["--lr", "2"], "_lr2x", **long),
+         summary(m, [1.7, 1.60], lr=2.0)),
+        (config(m, "dense", o, 1, "longer", ["--lr", "4", "--clip-grad-norm", "0.25"],
+                "_clip", **long),
+         dict(summary(m, [1.7, 1.55], lr=4.0), clip_grad_norm=0.25)),
+        (config(m, "adacomp", o, 1, "longer", ["--lr", "4", "--clip-grad-norm", "0.25"],
+                "_clip", **long),
+         dict(summary(m, [1.7, 1.58], lr=4.0, rates={"end_to_end": 350.0}),
+              clip_grad_norm=0.25)),
+    ))
+    row = row_of(lines, m, o, "8 (4,6)", "4, clip 0.25 / 4, clip 0.25", "-")
+    self.assertEqual(row[5:8], ["1.550", "1.580", "-0.030"])
+
 
 if __name__ == "__main__":
   unittest.main()
