@@ -368,7 +368,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       auto g = p.tensor.grad();
       grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
-    m->grad_norm = GradNormThenClip();
+    // Only rank 0's norm is reported: the others measure it only to clip.
+    if (o_.clip_grad_norm > 0 || rank_ == 0) m->grad_norm = GradNormThenClip();
     t.compute = Since(t0) + slept;
   }
 
