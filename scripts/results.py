@@ -251,7 +251,7 @@ def make_full_configs(cifar_dir):
   # The gap at each one's best lr went 0.041 (6 epochs) -> 0.027 (12): at 24?
   add("longer", "char-lstm", "adacomp", "sgd", 1, length=(24, (12, 18)),
       extra=["--lr", "4"], tag="_lr4x")
-  # With clipping dense is at its best at lr 8 (1.589 at 6 epochs), AdaComp
+  # With clipping dense is at its best at lr 8 (1.588 at 6 epochs), AdaComp
   # at lr 4 (1.683; lr 8: 1.720): does that gap close over 12 epochs?
   add("longer", "char-lstm", "dense", "sgd", 1, length=(12, (6, 9)),
       extra=["--lr", "8", "--clip-grad-norm", "0.25"], tag="_lr8x_clip")
