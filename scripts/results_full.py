@@ -166,8 +166,7 @@ def per_epoch_spreads(model, rs):
   n = min([len(r["epoch_metrics"]) for r in rs] or [0])
   out = []
   for i in range(n):
-    vals = [epoch_metric(model, r["epoch_metrics"][i]) for r in rs]
-    out.append(max(vals) - min(vals))
+    out.append(spread([epoch_metric(model, r["epoch_metrics"][i]) for r in rs])[1])
   return out
 
 
@@ -243,7 +242,11 @@ def section(configs, lengths, seeds):
         gap = signed_gap(model, dm, am)
       n = min(len(dense), len(ada)) if dense and ada else max(len(dense), len(ada))
       worst = worst_gap_from_epoch2(model, dense, ada) if dense and ada else None
-      early = early_verdict(model, dense, ada) if dense and ada else "-"
+      early = "-"
+      if dense and ada:
+        gaps, tols = per_epoch_gaps(model, dense, ada), early_tolerances(model, dense, ada)
+        early = early_verdict_of(model, gaps, tols)
+        epoch_rows.append((model, opt, gaps, tols))
       w("| %s | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
           model, opt, n, fmt_value(model, dm), fmt_value(model, am), fmt_gap(model, gap),
           fmt_spread(model, ds, len(dense)), fmt_spread(model, as_, len(ada)),
@@ -251,9 +254,6 @@ def section(configs, lengths, seeds):
           fmt_rate(rates.get("lstm")), fmt_rate(rates.get("other")),
           fmt_rate(rates.get("end_to_end")), verdict(model, dense, ada, rates),
           fmt_gap(model, worst), early))
-      if dense and ada:
-        epoch_rows.append((model, opt, per_epoch_gaps(model, dense, ada),
-                           early_tolerances(model, dense, ada)))
   w("")
   w("*gap*: AdaComp minus dense (accuracy points; for char-lstm dense minus AdaComp "
     "test loss per character), mean over seeds; negative means AdaComp is behind. "
