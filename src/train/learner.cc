@@ -285,8 +285,6 @@ Status Learner::Resume() {
   return Status::OK();
 }
 
-// Failure-test hooks say what they do and when (wall clock, seconds since the
-// epoch), so a test can measure how long the job takes to stop.
 double Learner::GradNormThenClip() {
   double sum = 0;  // a plain loop in double: the same on every run and thread count
   for (const auto& g : grad_spans_) {
@@ -306,6 +304,8 @@ double Learner::GradNormThenClip() {
   return norm;
 }
 
+// Failure-test hooks say what they do and when (wall clock, seconds since the
+// epoch), so a test can measure how long the job takes to stop.
 void Learner::TestHookNote(const char* what, int64_t step) const {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
