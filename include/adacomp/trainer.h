@@ -115,6 +115,13 @@ struct TrainOptions {
   // recurrent models against exploding gradients); 0 = off. A non-finite
   // gradient is left as it is for the NaN policy.
   double clip_grad_norm = 0;
+  // SGD only: each learner keeps its own velocity (u = momentum u + dW),
+  // compresses u instead of dW, zeroes the velocity of the elements it sent
+  // (factor masking), and the averaged update is applied without momentum
+  // (momentum correction, as in Deep Gradient Compression;
+  // src/train/local_momentum.h). false = the paper's momentum after
+  // aggregation.
+  bool momentum_correction = false;
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
@@ -174,6 +181,7 @@ struct TrainSummary {
   std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
+  bool momentum_correction = false;                 // as in TrainOptions
   int64_t dense_tensors = 0;                        // tensors sent dense by dense_below
   int64_t parameters = 0;
   int64_t tensors = 0;

@@ -30,6 +30,7 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
+#include "local_momentum.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
@@ -70,6 +71,8 @@ class Learner {
   Status Setup();
   Status Resume();
   Status SaveCheckpoint();
+  std::vector<uint8_t> OwnState() const;
+  Status LoadOwnState(std::span<const uint8_t> bytes);
   Status DoStep(int64_t step, StepMetrics* m);
   void TestHookNote(const char* what, int64_t step) const;
   // This learner's gradient L2 norm over all tensors (grad_spans_); with
@@ -113,6 +116,10 @@ class Learner {
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
   std::unique_ptr<OptimizerState> optimizer_;
+  // --momentum-correction: this learner's velocities (local_momentum.h), and
+  // each compressor's residue before the step's exchange (for the masking).
+  std::unique_ptr<LocalMomentum> local_momentum_;
+  std::vector<std::vector<float>> residue_before_;
   std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
@@ -197,7 +204,19 @@ Status Learner::Setup() {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_,
                              GradientExchange::Create(comm_, std::move(dense_tensors)));
   }
-  optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
+  if (o_.momentum_correction) {
+    // The momentum lives in each learner's velocity; the averaged update is
+    // applied without it.
+    TrainOptions plain = o_;
+    plain.momentum = 0;
+    optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
+    std::vector<size_t> sizes;
+    for (const Param& p : model_.params) sizes.push_back(static_cast<size_t>(p.elements));
+    local_momentum_ = std::make_unique<LocalMomentum>(o_.momentum, std::move(sizes));
+    residue_before_.resize(model_.params.size());
+  } else {
+    optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
+  }
   agg_.assign(exchange_->total_elements(), 0.0f);
   for (size_t t = 0; t < model_.params.size(); ++t) {
     agg_views_.push_back(torch::from_blob(agg_.data() + exchange_->offset(t),
@@ -254,12 +273,44 @@ std::string Learner::StateDigest() const {
   Sha256 h;
   h.Update(CompressorStates(*exchange_));
   h.Update(optimizer_->State());
+  if (local_momentum_) h.Update(local_momentum_->Save());
   return h.HexDigest();
+}
+
+// This learner's own state in a checkpoint: its compressors' states, and
+// with --momentum-correction its velocities after them (the fingerprint
+// says which, so a checkpoint is never read the other way).
+std::vector<uint8_t> Learner::OwnState() const {
+  if (!local_momentum_) return CompressorStates(*exchange_);
+  ByteWriter w;
+  w.PutBytes(CompressorStates(*exchange_));
+  w.PutBytes(local_momentum_->Save());
+  return std::move(w.bytes);
+}
+
+Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
+  if (!local_momentum_) return LoadCompressorStates(bytes, rank_, *exchange_);
+  ByteReader r(bytes, "checkpoint: state of learner " + std::to_string(rank_));
+  std::span<const uint8_t> compressors, velocities;
+  ADACOMP_RETURN_IF_ERROR(r.GetBytes(&compressors));
+  ADACOMP_RETURN_IF_ERROR(r.GetBytes(&velocities));
+  if (!r.AtEnd()) {
+    return Status::Corruption("checkpoint: state of learner " + std::to_string(rank_) +
+                              " has trailing bytes");
+  }
+  // Velocities first (their own checks leave them unchanged on error), then
+  // the compressors; if those fail the velocities go back as they were.
+  const std::string origin = "checkpoint: learner " + std::to_string(rank_);
+  std::vector<uint8_t> saved = local_momentum_->Save();
+  ADACOMP_RETURN_IF_ERROR(local_momentum_->Load(velocities, origin));
+  Status st = LoadCompressorStates(compressors, rank_, *exchange_);
+  if (!st.ok()) (void)local_momentum_->Load(saved, origin);  // back as it was
+  return st;
 }
 
 Status Learner::SaveCheckpoint() {
   return SaveRunCheckpoint(
-      comm_, o_, fingerprint_, steps_per_epoch_, State(), CompressorStates(*exchange_),
+      comm_, o_, fingerprint_, steps_per_epoch_, State(), OwnState(),
       [this] { return WeightsBytes(); }, [this] { return optimizer_->State(); });
 }
 
@@ -272,7 +323,7 @@ Status Learner::Resume() {
   if (!found) return Status::OK();
   ADACOMP_RETURN_IF_ERROR(SetWeights(ck.weights, "checkpoint"));
   ADACOMP_RETURN_IF_ERROR(optimizer_->LoadState(ck.optimizer, "checkpoint"));
-  ADACOMP_RETURN_IF_ERROR(LoadCompressorStates(ck.compressors, rank_, *exchange_));
+  ADACOMP_RETURN_IF_ERROR(LoadOwnState(ck.compressors));
   steps_done_ = ck.state.steps_done;
   skipped_ = ck.state.skipped;
   consecutive_bad_ = ck.state.consecutive_bad;
@@ -384,6 +435,15 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
     });
   }
+  if (local_momentum_) {
+    // --momentum-correction: the compressors get this learner's velocity.
+    for (size_t k = 0; k < grad_spans_.size(); ++k) {
+      grad_spans_[k] = local_momentum_->Prepare(k, grad_spans_[k]);
+      const bool residue = k < exchange.compressors();
+      const auto r = residue ? exchange.compressor(k).residue() : std::span<const float>();
+      residue_before_[k].assign(r.begin(), r.end());
+    }
+  }
   const bool probe = rank_ == 0 && !warmup;
   if (probe) log_.BeforeExchange(exchange);
   ExchangeResult xr;
@@ -414,6 +474,14 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   }
   consecutive_bad_ = 0;
   if (probe) log_.AfterExchange(exchange, grad_spans_);
+  if (local_momentum_) {
+    for (size_t k = 0; k < grad_spans_.size(); ++k) {
+      const bool residue = k < exchange.compressors();
+      local_momentum_->Commit(
+          k, residue_before_[k],
+          residue ? exchange.compressor(k).residue() : std::span<const float>());
+    }
+  }
 
   Totals step_totals;
   for (size_t k = 0; k < model_.params.size(); ++k) {

@@ -685,6 +685,78 @@ TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
   }
 }
 
+// --momentum-correction. With one dense learner nothing is masked and the
+// average of the velocities is the velocity itself, so the run is plain SGD
+// with momentum, bit for bit. With AdaComp and four learners the replicas
+// agree, the run differs from the paper's momentum, a NaN step changes no
+// velocity, and a resumed run equals the uninterrupted one (velocities are
+// in the checkpoint and in the state digest).
+TEST_F(TrainerTest, MomentumCorrection) {
+  TrainOptions one = Base();
+  one.learners = 1;
+  one.batch_size = 16;
+  one.codec.codec = Codec::kDense;
+  TrainOptions one_mc = one;
+  one_mc.momentum_correction = true;
+  const TrainSummary plain = Run(one);
+  const TrainSummary corrected = Run(one_mc);
+  EXPECT_TRUE(corrected.momentum_correction);
+  EXPECT_EQ(corrected.weights_sha256, plain.weights_sha256);
+  TrainOptions no_momentum = one;
+  no_momentum.momentum = 0;
+  EXPECT_NE(Run(no_momentum).weights_sha256, plain.weights_sha256);
+
+  TrainOptions o = Base();
+  o.steps = 8;
+  TrainOptions mc = o;
+  mc.momentum_correction = true;
+  const TrainSummary full = Run(mc);
+  EXPECT_TRUE(full.replicas_identical);
+  EXPECT_NE(full.weights_sha256, Run(o).weights_sha256);
+
+  // A NaN at the last step: the run equals the one that stops before it.
+  TrainTestHooks nan;
+  nan.inject_nan.push_back({7, 1, 3});
+  const TrainSummary skipped = Run(mc, nan);
+  EXPECT_EQ(skipped.skipped_steps, 1);
+  TrainOptions seven = mc;
+  seven.steps = 7;
+  const TrainSummary s7 = Run(seven);
+  EXPECT_EQ(skipped.weights_sha256, s7.weights_sha256);
+  EXPECT_EQ(skipped.learner_state_sha256, s7.learner_state_sha256);
+
+  TempDir ckpt("ckpt-mc");
+  TrainOptions first = mc;
+  first.checkpoint_dir = ckpt.Path();
+  first.checkpoint_every = 3;
+  TrainTestHooks stop;
+  stop.stop_after_steps = 5;  // the last checkpoint is step 3
+  EXPECT_TRUE(Run(first, stop).stopped_early);
+  TrainOptions second = mc;
+  second.checkpoint_dir = ckpt.Path();
+  second.resume = true;
+  const TrainSummary resumed = Run(second);
+  EXPECT_EQ(resumed.resumed_from_step, 3);
+  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
+  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  // The checkpoint of a corrected run is not resumed without the option.
+  TrainOptions without = o;
+  without.checkpoint_dir = ckpt.Path();
+  without.resume = true;
+  EXPECT_FALSE(Train(without).ok());
+
+  TrainOptions adam = mc;
+  adam.optimizer = Optimizer::kAdam;
+  TrainOptions zero = mc;
+  zero.momentum = 0;
+  for (const TrainOptions& bad : {adam, zero}) {
+    auto r = Train(bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("--momentum-correction"), std::string::npos)
+        << r.status().ToString();
+  }
+}
+
 // --dense-below: small tensors go as dense frames; with every tensor below
 // the limit the run is the dense run.
 TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {
