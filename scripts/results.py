@@ -122,6 +122,15 @@ REMEDIES = (
      ["--lr", "4", "--clip-grad-norm", "0.25", "--momentum-correction"]),
     ("char-lstm", "sgd", "_lr8x_clip_mc",
      ["--lr", "8", "--clip-grad-norm", "0.25", "--momentum-correction"]),
+    # Adam after a sparse exchange moves an element sent once every 1/p steps
+    # about sqrt(p) times as far as dense Adam (results/diagnosis.md). With
+    # --local-optimizer each learner runs Adam on its own gradient and
+    # compresses the Adam step, so every element accumulates dense Adam's
+    # pace in the residue: at the default lr, and at the best dense lr.
+    ("char-lstm", "adam", "_local", ["--local-optimizer"]),
+    ("char-lstm", "adam", "_lr4x_local", ["--lr", "0.008", "--local-optimizer"]),
+    ("fc-dnn", "adam", "_local", ["--local-optimizer"]),
+    ("cifar-cnn", "adam", "_local", ["--local-optimizer"]),
 )
 # Options that are training settings, not codec options: dense is run with
 # them too, and a remedy that sets them must beat the strongest dense run.

@@ -115,13 +115,13 @@ struct TrainOptions {
   // recurrent models against exploding gradients); 0 = off. A non-finite
   // gradient is left as it is for the NaN policy.
   double clip_grad_norm = 0;
-  // SGD only: each learner keeps its own velocity (u = momentum u + dW),
-  // compresses u instead of dW, zeroes the velocity of the elements it sent
-  // (factor masking), and the averaged update is applied without momentum
-  // (momentum correction, as in Deep Gradient Compression;
-  // src/train/local_momentum.h). false = the paper's momentum after
-  // aggregation.
-  bool momentum_correction = false;
+  // Each learner runs the optimizer's moments on its own gradient and
+  // compresses the resulting step instead of the gradient; the averaged step
+  // is applied without further moments (src/train/local_optimizer.h). SGD:
+  // its velocity, with the velocity of sent elements zeroed (momentum
+  // correction, as in Deep Gradient Compression); Adam: its Adam step.
+  // false = the paper's optimizer after aggregation.
+  bool local_optimizer = false;
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
@@ -181,7 +181,7 @@ struct TrainSummary {
   std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
-  bool momentum_correction = false;                 // as in TrainOptions
+  bool local_optimizer = false;                     // as in TrainOptions
   int64_t dense_tensors = 0;                        // tensors sent dense by dense_below
   int64_t parameters = 0;
   int64_t tensors = 0;

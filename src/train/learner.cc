@@ -30,7 +30,7 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
-#include "local_momentum.h"
+#include "local_optimizer.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
@@ -116,9 +116,9 @@ class Learner {
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
   std::unique_ptr<OptimizerState> optimizer_;
-  // --momentum-correction: this learner's velocities (local_momentum.h), and
+  // --local-optimizer: this learner's own moments (local_optimizer.h), and
   // each compressor's residue before the step's exchange (for the masking).
-  std::unique_ptr<LocalMomentum> local_momentum_;
+  std::unique_ptr<LocalOptimizer> local_;
   std::vector<std::vector<float>> residue_before_;
   std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
@@ -204,15 +204,22 @@ Status Learner::Setup() {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_,
                              GradientExchange::Create(comm_, std::move(dense_tensors)));
   }
-  if (o_.momentum_correction) {
-    // The momentum lives in each learner's velocity; the averaged update is
-    // applied without it.
+  if (o_.local_optimizer) {
+    // The moments live on each learner; the averaged step is applied as it
+    // is (plain SGD, no momentum).
     TrainOptions plain = o_;
+    plain.optimizer = Optimizer::kSgd;
     plain.momentum = 0;
     optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
     std::vector<size_t> sizes;
     for (const Param& p : model_.params) sizes.push_back(static_cast<size_t>(p.elements));
-    local_momentum_ = std::make_unique<LocalMomentum>(o_.momentum, std::move(sizes));
+    LocalOptimizer::Settings ls;
+    ls.adam = o_.optimizer == Optimizer::kAdam;
+    ls.momentum = o_.momentum;
+    ls.beta1 = o_.adam_beta1;
+    ls.beta2 = o_.adam_beta2;
+    ls.eps = o_.adam_eps;
+    local_ = std::make_unique<LocalOptimizer>(ls, std::move(sizes));
     residue_before_.resize(model_.params.size());
   } else {
     optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
@@ -273,38 +280,38 @@ std::string Learner::StateDigest() const {
   Sha256 h;
   h.Update(CompressorStates(*exchange_));
   h.Update(optimizer_->State());
-  if (local_momentum_) h.Update(local_momentum_->Save());
+  if (local_) h.Update(local_->Save());
   return h.HexDigest();
 }
 
 // This learner's own state in a checkpoint: its compressors' states, and
-// with --momentum-correction its velocities after them (the fingerprint
+// with --local-optimizer its moments after them (the fingerprint
 // says which, so a checkpoint is never read the other way).
 std::vector<uint8_t> Learner::OwnState() const {
-  if (!local_momentum_) return CompressorStates(*exchange_);
+  if (!local_) return CompressorStates(*exchange_);
   ByteWriter w;
   w.PutBytes(CompressorStates(*exchange_));
-  w.PutBytes(local_momentum_->Save());
+  w.PutBytes(local_->Save());
   return std::move(w.bytes);
 }
 
 Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
-  if (!local_momentum_) return LoadCompressorStates(bytes, rank_, *exchange_);
+  if (!local_) return LoadCompressorStates(bytes, rank_, *exchange_);
   ByteReader r(bytes, "checkpoint: state of learner " + std::to_string(rank_));
-  std::span<const uint8_t> compressors, velocities;
+  std::span<const uint8_t> compressors, moments;
   ADACOMP_RETURN_IF_ERROR(r.GetBytes(&compressors));
-  ADACOMP_RETURN_IF_ERROR(r.GetBytes(&velocities));
+  ADACOMP_RETURN_IF_ERROR(r.GetBytes(&moments));
   if (!r.AtEnd()) {
     return Status::Corruption("checkpoint: state of learner " + std::to_string(rank_) +
                               " has trailing bytes");
   }
-  // Velocities first (their own checks leave them unchanged on error), then
-  // the compressors; if those fail the velocities go back as they were.
+  // Moments first (their own checks leave them unchanged on error), then
+  // the compressors; if those fail the moments go back as they were.
   const std::string origin = "checkpoint: learner " + std::to_string(rank_);
-  std::vector<uint8_t> saved = local_momentum_->Save();
-  ADACOMP_RETURN_IF_ERROR(local_momentum_->Load(velocities, origin));
+  std::vector<uint8_t> saved = local_->Save();
+  ADACOMP_RETURN_IF_ERROR(local_->Load(moments, origin));
   Status st = LoadCompressorStates(compressors, rank_, *exchange_);
-  if (!st.ok()) (void)local_momentum_->Load(saved, origin);  // back as it was
+  if (!st.ok()) (void)local_->Load(saved, origin);  // back as it was
   return st;
 }
 
@@ -435,10 +442,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
     });
   }
-  if (local_momentum_) {
-    // --momentum-correction: the compressors get this learner's velocity.
+  if (local_) {
+    // --local-optimizer: the compressors get this learner's own step.
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
-      grad_spans_[k] = local_momentum_->Prepare(k, grad_spans_[k]);
+      grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
       const bool residue = k < exchange.compressors();
       const auto r = residue ? exchange.compressor(k).residue() : std::span<const float>();
       residue_before_[k].assign(r.begin(), r.end());
@@ -474,13 +481,13 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   }
   consecutive_bad_ = 0;
   if (probe) log_.AfterExchange(exchange, grad_spans_);
-  if (local_momentum_) {
+  if (local_) {
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
       const bool residue = k < exchange.compressors();
-      local_momentum_->Commit(
-          k, residue_before_[k],
-          residue ? exchange.compressor(k).residue() : std::span<const float>());
+      local_->Commit(k, residue_before_[k],
+                     residue ? exchange.compressor(k).residue() : std::span<const float>());
     }
+    local_->EndStep();
   }
 
   Totals step_totals;

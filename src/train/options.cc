@@ -69,11 +69,10 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (!(o.clip_grad_norm >= 0) || !std::isfinite(o.clip_grad_norm)) {
     return bad("--clip-grad-norm must be a finite number >= 0 (0 = off)");
   }
-  if (o.momentum_correction) {
-    if (o.optimizer != Optimizer::kSgd) {
-      return bad("--momentum-correction is for SGD with momentum (Adam keeps its own moments)");
-    }
-    if (!(o.momentum > 0)) return bad("--momentum-correction needs --momentum > 0");
+  if (o.local_optimizer && o.optimizer == Optimizer::kSgd && !(o.momentum > 0)) {
+    return bad(
+        "--local-optimizer with SGD needs --momentum > 0 (without momentum there is no "
+        "state to keep on the learner)");
   }
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
@@ -104,7 +103,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.dense_below) s << ";dense_below=" << o.dense_below;
   if (o.dense_warmup_steps) s << ";dense_warmup=" << o.dense_warmup_steps;
   if (o.clip_grad_norm > 0) s << ";clip=" << o.clip_grad_norm;
-  if (o.momentum_correction) s << ";momentum_correction=1";
+  if (o.local_optimizer) s << ";local_optimizer=1";
   return s.str();
 }
 

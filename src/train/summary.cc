@@ -79,7 +79,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->dense_below = o.dense_below;
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
   s->clip_grad_norm = o.clip_grad_norm;
-  s->momentum_correction = o.momentum_correction;
+  s->local_optimizer = o.local_optimizer;
 }
 
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,

@@ -133,7 +133,7 @@ std::string TrainSummary::ToJson() const {
   j["dense_below"] = dense_below;
   j["dense_warmup_steps"] = dense_warmup_steps;
   j["clip_grad_norm"] = clip_grad_norm > 0 ? json(clip_grad_norm) : json(nullptr);
-  j["momentum_correction"] = momentum_correction;
+  j["local_optimizer"] = local_optimizer;
   j["dense_tensors"] = dense_tensors;
   j["parameters"] = parameters;
   j["tensors"] = tensors;

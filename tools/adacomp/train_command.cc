@@ -324,8 +324,9 @@ int RunTrain(TrainArgs& a) {
     std::printf("  gradient clip    each learner's L2 norm at most %s\n",
                 Fmt(s.clip_grad_norm).c_str());
   }
-  if (s.momentum_correction) {
-    std::printf("  momentum         corrected: each learner's own velocity is compressed\n");
+  if (s.local_optimizer) {
+    std::printf("  local optimizer  each learner's own %s is compressed\n",
+                s.optimizer == "adam" ? "Adam step" : "velocity (momentum correction)");
   }
   std::printf("  steps            %lld (%.2f epochs), %lld skipped%s%s\n",
               static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.skipped_steps),
@@ -461,10 +462,11 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--clip-grad-norm", o.clip_grad_norm,
                   "each learner scales its gradient to an L2 norm (over all tensors) of at "
                   "most this before the exchange, whatever the codec; 0 = off");
-  app->add_flag("--momentum-correction", o.momentum_correction,
-                "SGD: each learner compresses its own velocity (momentum applied before the "
-                "exchange, the velocity of sent elements zeroed) and the average is applied "
-                "without momentum; off = the paper's momentum after aggregation");
+  app->add_flag("--local-optimizer,--momentum-correction", o.local_optimizer,
+                "each learner runs the optimizer's moments on its own gradient and compresses "
+                "the step (SGD: its velocity, sent elements' velocity zeroed: momentum "
+                "correction; Adam: its Adam step); the average is applied as plain SGD. Off = "
+                "the paper's optimizer after aggregation");
   app->add_option("--values", args->values,
                   "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
