@@ -39,6 +39,7 @@ expect 2 "'conv' is not TYPE=L_T" -- --bin-sizes conv
 expect 2 "L_T of fc must be between 1" -- --bin-sizes fc=0
 expect 2 "--dense-below must be >= 0" -- --dense-below -3
 expect 1 "/nonexistent/dir" -- --data-dir /nonexistent/dir --steps 1
+expect 2 "--local-optimizer with SGD needs --momentum > 0" -- --local-optimizer --momentum 0
 
 # A malformed IDX file is named.
 mkdir -p "$TMP/bad"
@@ -60,6 +61,15 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   done
   [ "$(wc -l <"$TMP/m.jsonl")" = 2 ] || { echo "FAIL: expected 2 metrics lines"; fail=1; }
   grep -q "replicas *bit-identical" "$TMP/out" || { echo "FAIL: no summary table"; fail=1; }
+  # --momentum-correction is the SGD name of --local-optimizer: the same run.
+  expect 0 "" -- "${common[@]}" --local-optimizer --summary-out "$TMP/l1.json"
+  expect 0 "" -- "${common[@]}" --momentum-correction --summary-out "$TMP/l2.json"
+  l1=$(grep '"weights_sha256"' "$TMP/l1.json")
+  l2=$(grep '"weights_sha256"' "$TMP/l2.json")
+  if [ -z "$l1" ] || [ "$l1" != "$l2" ] || [ "$l1" = "$d1" ]; then
+    echo "FAIL: --local-optimizer ($l1), --momentum-correction ($l2), default ($d1)"; fail=1
+  fi
+  grep -q '"local_optimizer": true' "$TMP/l1.json" || { echo "FAIL: summary lacks local_optimizer"; fail=1; }
 else
   echo "skip: Fashion-MNIST not installed"
 fi
