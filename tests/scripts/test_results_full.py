@@ -243,5 +243,58 @@ class LongerTableTest(unittest.TestCase):
     self.assertEqual(row[5:8], ["1.550", "1.580", "-0.030"])
 
 
+class RecommendedTableTest(unittest.TestCase):
+
+  def run_pair(self, codec, seed, table, extra, tag, curve, rate=None, lr=8.0):
+    m = "char-lstm"
+    c = config(m, codec, "sgd", seed, table, extra, tag)
+    r = dict(summary(m, curve, lr=lr, rates={"end_to_end": rate or 1.0}, seed=seed),
+             run={"args": c["args"]}, clip_grad_norm=0.25)
+    return c, r
+
+  def table(self, ada_ends, extra_seed=False):
+    m, o = "char-lstm", "sgd"
+    dense_x = ["--lr", "8", "--clip-grad-norm", "0.25"]
+    ada_x = dense_x + ["--momentum-correction"]
+    pairs = []
+    for seed, d_end in zip((1, 2, 3), (1.59, 1.60, 1.58)):
+      # The paper's default at the cell's own settings (rate 350x).
+      pairs.append((config(m, "dense", o, seed), summary(m, [1.8, 1.70], lr=1.0, seed=seed)))
+      pairs.append((config(m, "adacomp", o, seed),
+                    summary(m, [1.9, 1.78], lr=1.0, rates={"end_to_end": 350.0}, seed=seed)))
+      table = "remedies" if seed == 1 else "recommended"
+      pairs.append(self.run_pair("dense", seed, table, dense_x, "_lr8x_clip", [1.70, d_end]))
+    for seed, a_end in zip((1, 2, 3), ada_ends):
+      table = "remedies" if seed == 1 else "recommended"
+      pairs.append(self.run_pair("adacomp", seed, table, ada_x, "_lr8x_clip_mc", [1.72, a_end],
+                                 rate=300.0))
+    if extra_seed:  # a fourth AdaComp seed without its dense run is left out
+      pairs.append(self.run_pair("adacomp", 4, "recommended", ada_x, "_lr8x_clip_mc",
+                                 [1.72, 1.90], rate=300.0))
+    return rf.recommended_table(runs_of(*pairs))
+
+  def test_the_mean_gap_over_the_seeds_within_the_tolerance_is_met(self):
+    # dense mean 1.590 (spread 0.020), AdaComp 1.600/1.615/1.605: mean 1.60667,
+    # gap -0.01667, within max(0.02, 0.02, 0.015).
+    row = row_of(self.table((1.600, 1.615, 1.605), extra_seed=True), "char-lstm", "sgd")
+    self.assertEqual(row[2:5], ["8, clip 0.25", "8, clip 0.25, `--momentum-correction`", "3"])
+    self.assertEqual(row[5:8], ["1.590", "1.607", "-0.017"])
+    self.assertEqual(row[8], "0.020 / 0.015")
+    self.assertEqual(row[9:12], ["300x", "0.86", "met"])
+    # Epoch 1: dense 1.70, AdaComp 1.72 (not judged); epoch 2 is the end.
+    self.assertEqual(row[12:], ["-0.017", "met"])
+
+  def test_a_gap_beyond_the_spread_is_missed(self):
+    # AdaComp 1.62/1.63/1.62: gap -0.0333 beyond max(0.02, 0.02, 0.01).
+    row = row_of(self.table((1.62, 1.63, 1.62)), "char-lstm", "sgd")
+    self.assertEqual(row[7], "-0.033")
+    self.assertEqual(row[11], "missed")
+    self.assertEqual(row[13], "met")  # 0.05 nats/char from epoch 2 on
+
+  def test_no_recommended_run_no_table(self):
+    self.assertEqual(rf.recommended_table(runs_of(
+        (config("mnist-cnn", "dense", "sgd", 1), summary("mnist-cnn", [0.9])))), [])
+
+
 if __name__ == "__main__":
   unittest.main()
