@@ -298,6 +298,9 @@ def section(configs, lengths, seeds):
   lines.extend(remedies_table(runs))
   lines.extend(longer_table(runs))
   lines.extend(recommended_table(runs))
+  if os.path.exists(os.path.join(IMG_DIR, "full_local.png")):
+    w("![full local](img/full_local.png)")
+    w("")
   recommendations = os.path.join(ROOT, "results", "recommendations.md")
   if os.path.exists(recommendations):
     with open(recommendations) as f:
@@ -571,12 +574,14 @@ def remedies_table(runs):
 
 
 def tagged_runs(runs, model, opt, codec, tag):
-  """Every run of (model, optimizer, codec, tag) in any table, seed order:
-  the recommended settings' seed-1 runs are the remedies table's."""
+  """Every run of (model, optimizer, codec, tag) at the cell's own length
+  (any table but "longer"), seed order: the recommended settings' seed-1
+  runs are the remedies table's."""
   out = {}
   for c, r in runs.values():
     a = c["args"]
-    if a[1] == model and a[5] == opt and a[3] == codec and c.get("tag", "") == tag:
+    if a[1] == model and a[5] == opt and a[3] == codec and c.get("tag", "") == tag and \
+        c["table"] != "longer":
       out[c["seed"]] = r
   return [out[k] for k in sorted(out)]
 
@@ -828,10 +833,73 @@ def plots(configs):
   fig.savefig(path, dpi=80)
   plt.close(fig)
   written.append(path)
-  for path in (baselines_plot(plt, runs), ddp_plot(plt)):
+  for path in (baselines_plot(plt, runs), ddp_plot(plt), local_plot(plt, runs)):
     if path:
       written.append(path)
   return written
+
+
+# The local optimizer's figure: per panel (model, optimizer, lines of
+# (codec, tag, label), the training setting they share); each line is the
+# mean over the seeds present.
+LOCAL_PANELS = (
+    ("char-lstm", "sgd", (("dense", "_lr8x_clip", "dense"),
+                          ("adacomp", "_lr8x_clip", "AdaComp"),
+                          ("adacomp", "_lr8x_clip_mc", "AdaComp, momentum correction")),
+     "lr 8, clip 0.25"),
+    ("char-lstm", "adam", (("dense", "_lr4x", "dense"), ("adacomp", "_lr4x", "AdaComp"),
+                           ("adacomp", "_lr4x_local", "AdaComp, local Adam")), "lr 8e-3"),
+    ("fc-dnn", "adam", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
+                        ("adacomp", "_local", "AdaComp, local Adam")), "lr 1e-3"),
+    ("cifar-cnn", "adam", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
+                           ("adacomp", "_local", "AdaComp, local Adam")), "lr 1e-3"),
+)
+
+
+def local_plot(plt, runs):
+  """docs/img/full_local.png: the optimizer on each learner (--local-optimizer)
+  against the paper's optimizer after aggregation and dense, per epoch."""
+  fig, axes = plt.subplots(1, len(LOCAL_PANELS), figsize=(16, 4), squeeze=False)
+  styles = {"dense": dict(color="black", lw=2), "AdaComp": dict(color="tab:red"),
+            "local": dict(color="tab:blue", lw=2)}
+  drawn = False
+  for ax, (model, opt, lines, setting) in zip(axes[0], LOCAL_PANELS):
+    for codec, tag, label in lines:
+      if tag == "":  # the main table's runs
+        rs = cell_runs(runs, model, opt, codec)
+      else:
+        rs = tagged_runs(runs, model, opt, codec, tag)
+      if not rs:
+        continue
+      n = min(len(r["epoch_metrics"]) for r in rs)
+      ys = [[epoch_metric(model, r["epoch_metrics"][k]) for r in rs] for k in range(n)]
+      x = list(range(1, n + 1))
+      style = styles["dense" if codec == "dense" else ("local" if "," in label else "AdaComp")]
+      ax.plot(x, [statistics.fmean(v) for v in ys], marker="o", ms=3,
+              label="%s (%d seed%s)" % (label, len(rs), "s" if len(rs) > 1 else ""), **style)
+      if len(rs) > 1:
+        ax.fill_between(x, [min(v) for v in ys], [max(v) for v in ys], color=style["color"],
+                        alpha=0.15)
+      drawn = True
+    ax.set_title("%s, %s, %s" % (model, opt, setting))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test loss / char" if is_lstm(model) else "test accuracy")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+      ax.legend(fontsize=8)
+    else:
+      ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
+  if not drawn:
+    plt.close(fig)
+    return None
+  fig.suptitle("The optimizer on each learner before compression (--local-optimizer) "
+               "against the paper's optimizer after aggregation (4 learners; band: min-max "
+               "over seeds)")
+  fig.tight_layout()
+  path = os.path.join(IMG_DIR, "full_local.png")
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  return path
 
 
 def cumulative_bytes(r):

@@ -268,6 +268,9 @@ class RecommendedTableTest(unittest.TestCase):
       table = "remedies" if seed == 1 else "recommended"
       pairs.append(self.run_pair("adacomp", seed, table, ada_x, "_lr8x_clip_mc", [1.72, a_end],
                                  rate=300.0))
+    # The same settings trained for longer belong to the longer table only.
+    c = config(m, "dense", o, 1, "longer", dense_x, "_lr8x_clip", epochs=8, decay=(4, 6))
+    pairs.append((c, dict(summary(m, [1.7, 1.6, 1.40], lr=8.0), run={"args": c["args"]})))
     if extra_seed:  # a fourth AdaComp seed without its dense run is left out
       pairs.append(self.run_pair("adacomp", 4, "recommended", ada_x, "_lr8x_clip_mc",
                                  [1.72, 1.90], rate=300.0))
