@@ -138,6 +138,12 @@ REMEDIES = (
      ["--lr", "0.008", "--local-optimizer", "--bin-sizes", "lstm=250"]),
     ("fc-dnn", "adam", "_local", ["--local-optimizer"]),
     ("cifar-cnn", "adam", "_local", ["--local-optimizer"]),
+    # The same options on the cells the default already meets: do they cost
+    # anything there (and do they shorten the early lag)?
+    ("mnist-cnn", "adam", "_local", ["--local-optimizer"]),
+    ("fc-dnn", "sgd", "_mc", ["--momentum-correction"]),
+    ("mnist-cnn", "sgd", "_mc", ["--momentum-correction"]),
+    ("cifar-cnn", "sgd", "_mc", ["--momentum-correction"]),
 )
 # The settings docs/results.md recommends where the default misses, run at
 # every seed beside the strongest dense run at the same seeds:
