@@ -325,6 +325,12 @@ def make_full_configs(cifar_dir):
     for codec in ("dense", "adacomp"):
       add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
           extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
+  # With the lr scaled to batch 256 and 512 AdaComp falls behind (-0.53 and
+  # -1.02 pt): larger steps, as on char-lstm, where momentum correction let
+  # AdaComp keep up with dense at lr 8.
+  for b in (256, 512):
+    add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
+        extra=["--lr", "%g" % (0.02 * b / 128), "--momentum-correction"], tag="_lrB_mc")
   # A second seed of the batch sweep at lr 0.02: are its gaps beyond noise?
   for b in (64, 256, 512):
     for codec in ("dense", "adacomp"):

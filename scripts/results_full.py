@@ -307,7 +307,7 @@ def section(configs, lengths, seeds):
       lines.extend(f.read().rstrip().split("\n"))
     w("")
   sweeps = [(c, r) for c, r in runs.values()
-            if c["table"] not in ("models", "remedies", "longer")]
+            if c["table"] not in ("models", "remedies", "longer", "recommended")]
   if sweeps:
     # The same-settings dense and AdaComp rows of the main table, for
     # reference, at each seed the sweeps have.
@@ -332,7 +332,9 @@ def section(configs, lengths, seeds):
       against = "ref" if codec_of(r) == "dense" else (
           "(no dense run)" if d is None else fmt_gap(r["model"], r["test_accuracy"] - d))
       w("| %s | %s | %d | %d | %g | %d | %.2f%% | %s | %s |" % (
-          "reference" if c["table"] == "models" else c["table"], codec_of(r), r["learners"],
+          "reference" if c["table"] == "models" else c["table"],
+          codec_of(r) + (", momentum correction" if r.get("local_optimizer") else ""),
+          r["learners"],
           r["batch_size"], r["lr"], r["seed"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
