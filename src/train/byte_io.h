@@ -62,4 +62,47 @@ class ByteReader {
   std::string what_;
 };
 
+// Optimizer state as one record: an int64 step count, a uint64 buffer
+// count, then every float buffer as PutBytes.
+inline std::vector<uint8_t> SaveFloatBuffers(int64_t step,
+                                             const std::vector<std::span<const float>>& buffers) {
+  ByteWriter w;
+  w.Put<int64_t>(step);
+  w.Put<uint64_t>(buffers.size());
+  for (const auto& b : buffers) {
+    w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data()),
+                                        b.size() * sizeof(float)));
+  }
+  return std::move(w.bytes);
+}
+
+// The inverse, checked whole before anything is returned: `sizes` are the
+// buffers' expected lengths in floats. Corruption naming `what` for a
+// truncated record, another count or size, a negative step or trailing
+// bytes; else *step and one byte span per buffer (into `bytes`).
+inline Status ReadFloatBuffers(std::span<const uint8_t> bytes, const std::string& what,
+                               const std::vector<size_t>& sizes, int64_t* step,
+                               std::vector<std::span<const uint8_t>>* parts) {
+  ByteReader r(bytes, what);
+  uint64_t count = 0;
+  ADACOMP_RETURN_IF_ERROR(r.Get(step));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
+  if (count != sizes.size()) {
+    return Status::Corruption(what + " has " + std::to_string(count) + " buffers, expected " +
+                              std::to_string(sizes.size()));
+  }
+  if (*step < 0) return Status::Corruption(what + ": the step count is negative");
+  parts->assign(count, {});
+  for (size_t k = 0; k < count; ++k) {
+    ADACOMP_RETURN_IF_ERROR(r.GetBytes(&(*parts)[k]));
+    if ((*parts)[k].size() != sizes[k] * sizeof(float)) {
+      return Status::Corruption(what + ": buffer " + std::to_string(k) + " has " +
+                                std::to_string((*parts)[k].size()) + " bytes, expected " +
+                                std::to_string(sizes[k] * sizeof(float)));
+    }
+  }
+  if (!r.AtEnd()) return Status::Corruption(what + " has trailing bytes");
+  return Status::OK();
+}
+
 }  // namespace adacomp::train

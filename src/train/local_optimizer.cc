@@ -73,45 +73,23 @@ void LocalOptimizer::Commit(size_t k, std::span<const float> residue_before,
 }
 
 std::vector<uint8_t> LocalOptimizer::Save() const {
-  ByteWriter w;
-  w.Put<int64_t>(steps_);
-  w.Put<uint64_t>(first_.size() + second_.size());
+  std::vector<std::span<const float>> buffers;
   for (const auto* moments : {&first_, &second_}) {
-    for (const auto& u : *moments) {
-      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(u.data()),
-                                          u.size() * sizeof(float)));
-    }
+    for (const auto& u : *moments) buffers.emplace_back(u);
   }
-  return std::move(w.bytes);
+  return SaveFloatBuffers(steps_, buffers);
 }
 
 Status LocalOptimizer::Load(std::span<const uint8_t> bytes, const std::string& origin) {
-  ByteReader r(bytes, origin + ": local optimizer state");
-  int64_t steps = 0;
-  uint64_t count = 0;
-  ADACOMP_RETURN_IF_ERROR(r.Get(&steps));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
-  const size_t want = first_.size() + second_.size();
-  if (count != want) {
-    return Status::Corruption(origin + ": local optimizer state has " + std::to_string(count) +
-                              " buffers, expected " + std::to_string(want));
-  }
-  if (steps < 0) return Status::Corruption(origin + ": local optimizer step count is negative");
-  std::vector<std::span<const uint8_t>> parts(count);
-  size_t k = 0;
+  std::vector<size_t> sizes;
   for (const auto* moments : {&first_, &second_}) {
-    for (const auto& u : *moments) {
-      ADACOMP_RETURN_IF_ERROR(r.GetBytes(&parts[k]));
-      if (parts[k].size() != u.size() * sizeof(float)) {
-        return Status::Corruption(origin + ": local optimizer buffer " + std::to_string(k) +
-                                  " has " + std::to_string(parts[k].size()) + " bytes, expected " +
-                                  std::to_string(u.size() * sizeof(float)));
-      }
-      ++k;
-    }
+    for (const auto& u : *moments) sizes.push_back(u.size());
   }
-  if (!r.AtEnd()) return Status::Corruption(origin + ": local optimizer state has trailing bytes");
-  k = 0;
+  int64_t steps = 0;
+  std::vector<std::span<const uint8_t>> parts;
+  ADACOMP_RETURN_IF_ERROR(
+      ReadFloatBuffers(bytes, origin + ": local optimizer state", sizes, &steps, &parts));
+  size_t k = 0;
   for (auto* moments : {&first_, &second_}) {
     for (auto& u : *moments) {
       if (!u.empty()) std::memcpy(u.data(), parts[k].data(), parts[k].size());

@@ -47,41 +47,25 @@ void OptimizerState::Apply(std::vector<Param>& params, const std::vector<torch::
 }
 
 std::vector<uint8_t> OptimizerState::State() const {
-  ByteWriter w;
-  w.Put<int64_t>(adam_step_);
-  w.Put<uint64_t>(buf1_.size() + buf2_.size());
+  std::vector<std::span<const float>> buffers;
   for (const auto* bufs : {&buf1_, &buf2_}) {
     for (const auto& b : *bufs) {
-      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.data_ptr<float>()),
-                                          static_cast<size_t>(b.numel()) * sizeof(float)));
+      buffers.emplace_back(b.data_ptr<float>(), static_cast<size_t>(b.numel()));
     }
   }
-  return std::move(w.bytes);
+  return SaveFloatBuffers(adam_step_, buffers);
 }
 
 Status OptimizerState::LoadState(std::span<const uint8_t> bytes, const std::string& origin) {
-  ByteReader r(bytes, origin + ": optimizer state");
+  std::vector<size_t> sizes;
+  for (const auto* bufs : {&buf1_, &buf2_}) {
+    for (const auto& b : *bufs) sizes.push_back(static_cast<size_t>(b.numel()));
+  }
   int64_t step = 0;
-  uint64_t count = 0;
-  ADACOMP_RETURN_IF_ERROR(r.Get(&step));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&count));
-  if (count != buf1_.size() + buf2_.size()) {
-    return Status::Corruption(origin + ": optimizer state has " + std::to_string(count) +
-                              " buffers, expected " + std::to_string(buf1_.size() + buf2_.size()));
-  }
-  std::vector<std::span<const uint8_t>> parts(count);
+  std::vector<std::span<const uint8_t>> parts;
+  ADACOMP_RETURN_IF_ERROR(
+      ReadFloatBuffers(bytes, origin + ": optimizer state", sizes, &step, &parts));
   size_t k = 0;
-  for (auto* bufs : {&buf1_, &buf2_}) {
-    for (auto& b : *bufs) {
-      ADACOMP_RETURN_IF_ERROR(r.GetBytes(&parts[k]));
-      if (parts[k].size() != static_cast<size_t>(b.numel()) * sizeof(float)) {
-        return Status::Corruption(origin + ": optimizer buffer " + std::to_string(k) +
-                                  " has the wrong size");
-      }
-      ++k;
-    }
-  }
-  k = 0;
   for (auto* bufs : {&buf1_, &buf2_}) {
     for (auto& b : *bufs) {
       std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
