@@ -247,11 +247,6 @@ def make_configs(scale, cifar_dir):
     if c["table"] == "models" and "mnist-cnn_" in c["id"] and "_adam_" in c["id"]:
       return 2.5
     return {"models": 0, "baselines": 1, "learners": 2, "batch": 3}[c["table"]]
-  # Is local Adam's lead on char-lstm the optimizer or the compression?
-  # Dense with the same optimizer on each learner (every tensor sent dense,
-  # so nothing is masked: each learner's Adam step, averaged).
-  add("remedies", "char-lstm", "dense", "adam", 1, extra=["--lr", "0.016", "--local-optimizer"],
-      tag="_lr8x_local")
   for i, c in enumerate(runs):
     c["order"] = i
   return sorted(runs, key=lambda c: (rank(c), c["order"]))

@@ -842,53 +842,60 @@ def plots(configs):
 
 
 # The local optimizer's figure: per panel (model, optimizer, lines of
-# (codec, tag, label), the training setting they share); each line is the
-# mean over the seeds present.
+# (codec, tag, label), title); each line is the mean over the seeds present.
 LOCAL_PANELS = (
     ("char-lstm", "sgd", (("dense", "_lr8x_clip", "dense"),
                           ("adacomp", "_lr8x_clip", "AdaComp"),
-                          ("adacomp", "_lr8x_clip_mc", "AdaComp, momentum correction")),
+                          ("adacomp", "_lr8x_clip_mc", "AdaComp + momentum correction")),
      "lr 8, clip 0.25"),
-    ("char-lstm", "adam", (("dense", "_lr4x", "dense"), ("adacomp", "_lr4x", "AdaComp"),
-                           ("adacomp", "_lr4x_local", "AdaComp, local Adam")), "lr 8e-3"),
+    ("char-lstm", "adam", (("dense", "_lr4x", "dense, 8e-3"),
+                           ("dense", "_lr8x", "dense, 1.6e-2"),
+                           ("adacomp", "_lr4x", "AdaComp, 8e-3"),
+                           ("adacomp", "_lr4x_local", "AdaComp + local Adam, 8e-3"),
+                           ("adacomp", "_lr8x_local", "AdaComp + local Adam, 1.6e-2")), "Adam"),
+    ("fc-dnn", "sgd", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
+                       ("adacomp", "_mc", "AdaComp + momentum correction")), "lr 0.05"),
     ("fc-dnn", "adam", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
-                        ("adacomp", "_local", "AdaComp, local Adam")), "lr 1e-3"),
+                        ("adacomp", "_local", "AdaComp + local Adam")), "lr 1e-3"),
+    ("mnist-cnn", "sgd", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
+                          ("adacomp", "_mc", "AdaComp + momentum correction")), "lr 0.02"),
     ("cifar-cnn", "adam", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
-                           ("adacomp", "_local", "AdaComp, local Adam")), "lr 1e-3"),
+                           ("adacomp", "_local", "AdaComp + local Adam")), "lr 1e-3"),
 )
 
 
 def local_plot(plt, runs):
   """docs/img/full_local.png: the optimizer on each learner (--local-optimizer)
   against the paper's optimizer after aggregation and dense, per epoch."""
-  fig, axes = plt.subplots(1, len(LOCAL_PANELS), figsize=(16, 4), squeeze=False)
-  styles = {"dense": dict(color="black", lw=2), "AdaComp": dict(color="tab:red"),
-            "local": dict(color="tab:blue", lw=2)}
+  fig, axes = plt.subplots(2, 3, figsize=(16, 8), squeeze=False)
   drawn = False
-  for ax, (model, opt, lines, setting) in zip(axes[0], LOCAL_PANELS):
+  for ax, (model, opt, lines, setting) in zip([a for row in axes for a in row], LOCAL_PANELS):
+    shades = {"dense": iter(["black", "gray"]), "AdaComp": iter(["tab:red", "salmon"]),
+              "local": iter(["tab:blue", "tab:cyan"])}
     for codec, tag, label in lines:
       if tag == "":  # the main table's runs
         rs = cell_runs(runs, model, opt, codec)
       else:
         rs = tagged_runs(runs, model, opt, codec, tag)
+      kind = "dense" if codec == "dense" else ("local" if "+" in label else "AdaComp")
+      color = next(shades[kind])
       if not rs:
         continue
       n = min(len(r["epoch_metrics"]) for r in rs)
       ys = [[epoch_metric(model, r["epoch_metrics"][k]) for r in rs] for k in range(n)]
       x = list(range(1, n + 1))
-      style = styles["dense" if codec == "dense" else ("local" if "," in label else "AdaComp")]
-      ax.plot(x, [statistics.fmean(v) for v in ys], marker="o", ms=3,
-              label="%s (%d seed%s)" % (label, len(rs), "s" if len(rs) > 1 else ""), **style)
+      ax.plot(x, [statistics.fmean(v) for v in ys], marker="o", ms=3, color=color,
+              lw=2 if kind != "AdaComp" else 1.2,
+              label="%s (%d seed%s)" % (label, len(rs), "s" if len(rs) > 1 else ""))
       if len(rs) > 1:
-        ax.fill_between(x, [min(v) for v in ys], [max(v) for v in ys], color=style["color"],
-                        alpha=0.15)
+        ax.fill_between(x, [min(v) for v in ys], [max(v) for v in ys], color=color, alpha=0.15)
       drawn = True
     ax.set_title("%s, %s, %s" % (model, opt, setting))
     ax.set_xlabel("epoch")
     ax.set_ylabel("test loss / char" if is_lstm(model) else "test accuracy")
     ax.grid(alpha=0.3)
     if ax.lines:
-      ax.legend(fontsize=8)
+      ax.legend(fontsize=7)
     else:
       ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
   if not drawn:
