@@ -639,7 +639,7 @@ def recommended_table(runs):
     words = verdict(model, dense, ada, rates)
     if share is not None and share < 0.5:
       words += ", rate below half"
-    a_opts = " ".join(x for x in codec_options_of(ada[0]))
+    a_opts = " ".join(codec_options(ada[0]["run"]))  # a summary's run has the config's args
     w("| %s | %s | %s | %s | %d | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
         model, opt, setting_text(dense[0]),
         setting_text(ada[0]) + ((", `%s`" % a_opts) if a_opts else ""), len(seeds),
@@ -650,18 +650,6 @@ def recommended_table(runs):
         early_verdict(model, dense, ada)))
   w("")
   return lines
-
-
-def codec_options_of(r):
-  """The options a summary's run added after --seed, less the training
-  options (a learning rate, clipping), as a list."""
-  args = r["run"]["args"]
-  extra = args[args.index("--seed") + 2:]
-  for o in TRAINING_OPTIONS:
-    if o in extra:
-      i = extra.index(o)
-      extra = extra[:i] + extra[i + 2:]
-  return extra
 
 
 def longer_table(runs):
