@@ -305,14 +305,10 @@ Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
     return Status::Corruption("checkpoint: state of learner " + std::to_string(rank_) +
                               " has trailing bytes");
   }
-  // Moments first (their own checks leave them unchanged on error), then
-  // the compressors; if those fail the moments go back as they were.
-  const std::string origin = "checkpoint: learner " + std::to_string(rank_);
-  std::vector<uint8_t> saved = local_->Save();
-  ADACOMP_RETURN_IF_ERROR(local_->Load(moments, origin));
-  Status st = LoadCompressorStates(compressors, rank_, *exchange_);
-  if (!st.ok()) (void)local_->Load(saved, origin);  // back as it was
-  return st;
+  // As with the weights and the optimizer state before it, a failure here
+  // fails the resume, and the run with it.
+  ADACOMP_RETURN_IF_ERROR(LoadCompressorStates(compressors, rank_, *exchange_));
+  return local_->Load(moments, "checkpoint: learner " + std::to_string(rank_));
 }
 
 Status Learner::SaveCheckpoint() {
