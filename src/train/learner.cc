@@ -442,7 +442,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     // --local-optimizer: the compressors get this learner's own step.
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
       grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
-      const bool residue = k < exchange.compressors();
+      // Only SGD masks, so only SGD needs the residue before the exchange.
+      const bool residue = k < exchange.compressors() && o_.optimizer == Optimizer::kSgd;
       const auto r = residue ? exchange.compressor(k).residue() : std::span<const float>();
       residue_before_[k].assign(r.begin(), r.end());
     }
