@@ -149,6 +149,8 @@ class Hook:
             kwargs = {"codec": args.codec, "overlap": not args.no_overlap}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
+            if args.bin_sizes:
+                kwargs["bin_sizes"] = args.bin_sizes
             self.state = adt.register(ddp, **kwargs)
             # Wall time the hook takes on the calling thread (the autograd thread), summed
             # over a step's buckets: all of compress + exchange + decode without overlap,
@@ -443,6 +445,29 @@ def epoch_list(text):
     return out
 
 
+LAYER_TYPES = ("conv", "fc", "lstm", "other")  # the hook's (adacomp.torch.LAYER_TYPES)
+
+
+def bin_sizes(text):
+    """"conv=25,fc=250" -> {"conv": 25, "fc": 250}: the hook checks the layer types."""
+    out = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        name = name.strip()
+        if not sep or size < 1 or name in out:
+            raise argparse.ArgumentTypeError(
+                f"not TYPE=SIZE,... with a positive size per layer type: {text!r}")
+        if name not in LAYER_TYPES:
+            raise argparse.ArgumentTypeError(
+                f"unknown layer type {name!r} in {text!r}; one of {', '.join(LAYER_TYPES)}")
+        out[name] = size
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--procs", type=int, default=2,
@@ -461,6 +486,9 @@ def main():
     ap.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
     ap.add_argument("--bin-size", type=int, default=0,
                     help="adacomp hook: one bin size for every layer (default: conv 50, fc 500, other 500)")
+    ap.add_argument("--bin-sizes", type=bin_sizes, default={},
+                    help="adacomp hook: bin sizes per layer type, e.g. conv=25,fc=250 (types left "
+                         "out keep the default)")
     ap.add_argument("--no-overlap", action="store_true",
                     help="adacomp hook: exchange and decode each bucket inside the hook")
     ap.add_argument("--alternate-overlap", action="store_true",

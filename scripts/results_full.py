@@ -343,7 +343,9 @@ def section(configs, lengths, seeds):
 
 
 def load_ddp_runs():
-  """{hook: [summary, ...] in seed order} from results/ddp_full/."""
+  """{setting: [summary, ...] in seed order} from results/ddp_full/: the
+  setting is the hook ("none", "adacomp") followed by the run's variant tag
+  (scripts/ddp_accuracy.py VARIANTS), e.g. "adacomp_fc250"."""
   out = {}
   if not os.path.isdir(DDP_DIR):
     return out
@@ -351,15 +353,55 @@ def load_ddp_runs():
     if name.endswith(".json"):
       with open(os.path.join(DDP_DIR, name)) as f:
         r = json.load(f)
-      out.setdefault(r["hook"], []).append(r)
+      out.setdefault(r["hook"] + r.get("run", {}).get("tag", ""), []).append(r)
   for rs in out.values():
     rs.sort(key=lambda r: r.get("seed", 0))
   return out
 
 
+def ddp_variant_options(rs):
+  """The example's options a variant adds to the default hook's (from its
+  first run's recorded arguments), as the table shows them."""
+  args = rs[0].get("run", {}).get("args", [])
+  extra = []
+  if "--hook" in args:
+    extra = args[args.index("--hook") + 2:]
+  return " ".join(extra)
+
+
+def ddp_row(dense, ada, label):
+  """One table row: the AdaComp hook runs `ada` against `dense` at the same
+  seeds (a variant may not have every seed yet)."""
+  seeds = sorted({r["seed"] for r in dense} & {r["seed"] for r in ada})
+  dense = [r for r in dense if r["seed"] in seeds]
+  ada = [r for r in ada if r["seed"] in seeds]
+  if not seeds:
+    return None
+  dm, ds = spread([r["test_acc"] for r in dense])
+  am, as_ = spread([r["test_acc"] for r in ada])
+  n = min(len(r["epochs"]) for r in dense + ada)
+  gaps, tols = [], []
+  for k in range(n):
+    gaps.append(statistics.fmean(r["epochs"][k]["test_acc"] for r in ada) -
+                statistics.fmean(r["epochs"][k]["test_acc"] for r in dense))
+    # The target beyond the paper, as for the trainer's cells: the larger of
+    # 1 point and the seed spreads at each epoch.
+    _, sd = spread([r["epochs"][k]["test_acc"] for r in dense])
+    _, sa = spread([r["epochs"][k]["test_acc"] for r in ada])
+    tols.append(max(EARLY_ACC_TOLERANCE, sd, sa))
+  tol = max(ACC_TOLERANCE, ds, as_)
+  rate = statistics.fmean(r["compression_rate"] for r in ada)
+  row = "| %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s | %+.2f pt | %s |" % (
+      label, ", ".join(str(x) for x in seeds), 100 * dm, 100 * am, 100 * (am - dm),
+      fmt_spread("cnn", ds, len(dense)), fmt_spread("cnn", as_, len(ada)), fmt_rate(rate),
+      "met" if am - dm >= -tol else "missed", 100 * min(gaps[1:] or [0.0]),
+      early_verdict_of("cnn", gaps, tols))
+  return row, gaps, tols
+
+
 def ddp_section():
   """The PyTorch path trained to the end: DDP without a hook against the
-  AdaComp hook (scripts/ddp_accuracy.py)."""
+  AdaComp hook, default and variants (scripts/ddp_accuracy.py)."""
   runs = load_ddp_runs()
   dense, ada = runs.get("none", []), runs.get("adacomp", [])
   if not dense or not ada:
@@ -373,41 +415,30 @@ def ddp_section():
   w("`/usr/bin/python3 scripts/ddp_accuracy.py --skip-existing`: examples/ddp_fashion_mnist.py, "
     "%d DDP ranks on Gloo x %d images per step each, SGD lr %g momentum 0.9, x0.1 after "
     "epochs %s, %d epochs (%d steps), its small CNN on Fashion-MNIST; without a hook "
-    "(DDP's all-reduce) and with `adacomp.torch.register` (the paper's default). Test "
-    "accuracy on the %d test images." % (
+    "(DDP's all-reduce) and with `adacomp.torch.register` (the paper's default, and the "
+    "options shown beside it). Test accuracy on the %d test images." % (
         r0["world"], r0["batch_size"], r0["lr"], decay, len(r0["epochs"]), r0["steps"],
         r0["test_images"]))
   w("")
-  dm, ds = spread([r["test_acc"] for r in dense])
-  am, as_ = spread([r["test_acc"] for r in ada])
-  gaps = []
-  n = min(len(r["epochs"]) for r in dense + ada)
-  for k in range(n):
-    gaps.append(statistics.fmean(r["epochs"][k]["test_acc"] for r in ada) -
-                statistics.fmean(r["epochs"][k]["test_acc"] for r in dense))
-  # The target beyond the paper, as for the trainer's cells: the larger of 1
-  # point and the seed spreads at each epoch.
-  tols = []
-  for k in range(n):
-    _, sd = spread([r["epochs"][k]["test_acc"] for r in dense])
-    _, sa = spread([r["epochs"][k]["test_acc"] for r in ada])
-    tols.append(max(EARLY_ACC_TOLERANCE, sd, sa))
-  tol = max(ACC_TOLERANCE, ds, as_)
-  rate = statistics.fmean(r["compression_rate"] for r in ada)
-  w("| seeds | no hook | AdaComp hook | gap | spread (no hook / AdaComp) | "
+  w("| AdaComp hook | seeds | no hook | AdaComp hook | gap | spread (no hook / AdaComp) | "
     "AdaComp rate (rank 0) | target | worst from ep 2 | target from ep 2 |")
-  w("|---|---|---|---|---|---|---|---|---|")
-  w("| %d / %d | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s | %+.2f pt | %s |" % (
-      len(dense), len(ada), 100 * dm, 100 * am, 100 * (am - dm),
-      fmt_spread("cnn", ds, len(dense)), fmt_spread("cnn", as_, len(ada)), fmt_rate(rate),
-      "met" if am - dm >= -tol else "missed", 100 * min(gaps[1:] or [0.0]),
-      early_verdict_of("cnn", gaps, tols)))
+  w("|---|---|---|---|---|---|---|---|---|---|")
+  row, gaps, tols = ddp_row(dense, ada, "the paper's default")
+  w(row)
+  per_epoch = [("the paper's default", gaps, tols)]
+  for key in sorted(k for k in runs if k.startswith("adacomp_")):
+    opts = ddp_variant_options(runs[key])
+    got = ddp_row(dense, runs[key], "`%s`" % opts)
+    if got:
+      w(got[0])
+      per_epoch.append(("`%s`" % opts, got[1], got[2]))
   w("")
-  w("Gap at the end of each epoch (mean over seeds): " +
-    ", ".join("ep %d %+.2f pt" % (k + 1, 100 * g) for k, g in enumerate(gaps)) +
-    "; tolerance (the larger of 1 point and the epoch's seed spreads): " +
-    ", ".join("ep %d %.2f pt" % (k + 1, 100 * t) for k, t in enumerate(tols)) + ".")
-  w("")
+  for label, gaps, tols in per_epoch:
+    w("Gap at the end of each epoch, %s (mean over seeds): " % label +
+      ", ".join("ep %d %+.2f pt" % (k + 1, 100 * g) for k, g in enumerate(gaps)) +
+      "; tolerance (the larger of 1 point and the epoch's seed spreads): " +
+      ", ".join("ep %d %.2f pt" % (k + 1, 100 * t) for k, t in enumerate(tols)) + ".")
+    w("")
   if os.path.exists(os.path.join(IMG_DIR, "full_ddp.png")):
     w("![full ddp](img/full_ddp.png)")
     w("")

@@ -299,5 +299,53 @@ class RecommendedTableTest(unittest.TestCase):
         (config("mnist-cnn", "dense", "sgd", 1), summary("mnist-cnn", [0.9])))), [])
 
 
+def ddp_run(seed, accs, rate=200.0):
+  """An examples/ddp_fashion_mnist.py summary with these per-epoch test
+  accuracies (the last is the final one)."""
+  return {"seed": seed, "test_acc": accs[-1], "compression_rate": rate,
+          "epochs": [{"epoch": i + 1, "test_acc": a} for i, a in enumerate(accs)]}
+
+
+class DdpRowTest(unittest.TestCase):
+  """The DDP table row: gaps over the seeds both settings have, per-epoch
+  tolerances of at least 1 point, the verdicts."""
+
+  def test_gaps_use_the_common_seeds_and_the_verdicts_follow(self):
+    dense = [ddp_run(1, [0.85, 0.88, 0.90]), ddp_run(2, [0.86, 0.89, 0.91]),
+             ddp_run(3, [0.50, 0.50, 0.50])]
+    # Seed 3 has no AdaComp run: it must not count (it would move dense's
+    # mean by 13 points).
+    ada = [ddp_run(1, [0.80, 0.875, 0.899], rate=300.0),
+           ddp_run(2, [0.82, 0.865, 0.905], rate=100.0)]
+    row, gaps, tols = rf.ddp_row(dense, ada, "x")
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # By hand: dense mean 0.905, AdaComp 0.902 -> -0.30 pt; spreads 1.00 and
+    # 0.60 pt so the end tolerance is 1.00 pt: met.
+    self.assertEqual(cells[1], "1, 2")
+    self.assertEqual(cells[2], "90.50%")
+    self.assertEqual(cells[3], "90.20%")
+    self.assertEqual(cells[4], "-0.30 pt")
+    self.assertEqual(cells[5], "1.00 pt / 0.60 pt")
+    self.assertEqual(cells[6], "200x")
+    self.assertEqual(cells[7], "met")
+    # Epoch 2: dense 0.885, AdaComp 0.870 -> -1.50 pt against a tolerance of
+    # max(1 pt, spreads 1.0 and 1.0 pt) = 1 pt: missed there.
+    for got, want in zip(gaps, [-0.045, -0.015, -0.003]):
+      self.assertAlmostEqual(got, want, places=9)
+    for got, want in zip(tols, [0.02, 0.01, 0.01]):
+      self.assertAlmostEqual(got, want, places=9)
+    self.assertEqual(cells[8], "-1.50 pt")
+    self.assertTrue(cells[9].startswith("missed (ep 2: -1.50 pt"), cells[9])
+
+  def test_no_common_seed_no_row(self):
+    self.assertIsNone(rf.ddp_row([ddp_run(1, [0.9])], [ddp_run(2, [0.9])], "x"))
+
+  def test_a_variant_shows_the_options_it_adds(self):
+    r = ddp_run(1, [0.9])
+    r["run"] = {"args": ["--procs", "2", "--seed", "1", "--hook", "adacomp", "--bin-sizes",
+                         "fc=250"]}
+    self.assertEqual(rf.ddp_variant_options([r]), "--bin-sizes fc=250")
+
+
 if __name__ == "__main__":
   unittest.main()
