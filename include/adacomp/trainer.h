@@ -122,6 +122,10 @@ struct TrainOptions {
   // correction, as in Deep Gradient Compression); Adam: its Adam step.
   // false = the paper's optimizer after aggregation.
   bool local_optimizer = false;
+  // With local_optimizer: bit (1 << LayerType) set = that type's tensors run
+  // the optimizer on the learner, the others the paper's optimizer after
+  // aggregation; 0 (or every bit) = every tensor.
+  uint32_t local_optimizer_types = 0;
   int learners = 4;
   int64_t batch_size = 128;  // global; must be a multiple of learners
   int64_t epochs = 1;
@@ -182,7 +186,10 @@ struct TrainSummary {
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
   bool local_optimizer = false;                     // as in TrainOptions
-  int64_t dense_tensors = 0;                        // tensors sent dense by dense_below
+  // The layer types whose tensors ran the local optimizer ("conv", "fc",
+  // ...; all four when every tensor did); empty without it.
+  std::vector<std::string> local_optimizer_types;
+  int64_t dense_tensors = 0;  // tensors sent dense by dense_below
   int64_t parameters = 0;
   int64_t tensors = 0;
   int64_t train_examples = 0, test_examples = 0;

@@ -119,6 +119,7 @@ class Learner {
   // --local-optimizer: this learner's own moments (local_optimizer.h), and
   // each compressor's residue before the step's exchange (for the masking).
   std::unique_ptr<LocalOptimizer> local_;
+  std::vector<bool> local_on_;  // per tensor: its moments are in local_ (all, or by type)
   std::vector<std::vector<float>> residue_before_;
   std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
@@ -206,13 +207,31 @@ Status Learner::Setup() {
   }
   if (o_.local_optimizer) {
     // The moments live on each learner; the averaged step is applied as it
-    // is (plain SGD, no momentum).
-    TrainOptions plain = o_;
-    plain.optimizer = Optimizer::kSgd;
-    plain.momentum = 0;
-    optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
+    // is (plain SGD, no momentum). With --local-optimizer-types, for those
+    // types' tensors only; the others keep the paper's optimizer.
     std::vector<size_t> sizes;
-    for (const Param& p : model_.params) sizes.push_back(static_cast<size_t>(p.elements));
+    bool any = false, all = true;
+    for (const Param& p : model_.params) {
+      const bool on =
+          !o_.local_optimizer_types || (o_.local_optimizer_types >> static_cast<int>(p.type) & 1u);
+      local_on_.push_back(on);
+      any = any || on;
+      all = all && on;
+      sizes.push_back(on ? static_cast<size_t>(p.elements) : 0);
+    }
+    if (!any) {
+      return Status::InvalidArgument(std::string("--local-optimizer-types: ") +
+                                     std::string(ModelName(o_.model)) +
+                                     " has no tensor of those layer types");
+    }
+    if (all) {
+      TrainOptions plain = o_;
+      plain.optimizer = Optimizer::kSgd;
+      plain.momentum = 0;
+      optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
+    } else {
+      optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, local_on_);
+    }
     LocalOptimizer::Settings ls;
     ls.adam = o_.optimizer == Optimizer::kAdam;
     ls.momentum = o_.momentum;
@@ -441,6 +460,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (local_) {
     // --local-optimizer: the compressors get this learner's own step.
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
+      if (!local_on_[k]) continue;
       grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
       // Only SGD masks, so only SGD needs the residue before the exchange.
       const bool residue = k < exchange.compressors() && o_.optimizer == Optimizer::kSgd;
@@ -480,6 +500,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
+      if (!local_on_[k]) continue;
       const bool residue = k < exchange.compressors();
       local_->Commit(k, residue_before_[k],
                      residue ? exchange.compressor(k).residue() : std::span<const float>());

@@ -8,16 +8,23 @@
 
 namespace adacomp::train {
 
-OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& params)
+OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& params,
+                               std::vector<bool> plain)
     : adam_(o.optimizer == Optimizer::kAdam),
       momentum_(o.momentum),
       weight_decay_(o.weight_decay),
       beta1_(o.adam_beta1),
       beta2_(o.adam_beta2),
-      eps_(o.adam_eps) {
-  for (const Param& p : params) {
-    buf1_.push_back(torch::zeros_like(p.tensor).detach());
-    if (adam_) buf2_.push_back(torch::zeros_like(p.tensor).detach());
+      eps_(o.adam_eps),
+      plain_(std::move(plain)) {
+  plain_.resize(params.size(), false);
+  for (size_t t = 0; t < params.size(); ++t) {
+    const torch::Tensor& p = params[t].tensor;
+    auto state = [&] {
+      return plain_[t] ? torch::zeros({0}, p.options()).detach() : torch::zeros_like(p).detach();
+    };
+    buf1_.push_back(state());
+    if (adam_) buf2_.push_back(state());
   }
 }
 
@@ -29,7 +36,9 @@ void OptimizerState::Apply(std::vector<Param>& params, const std::vector<torch::
     torch::Tensor p = params[t].tensor;
     torch::Tensor g = grads[t];
     if (weight_decay_ > 0) g = g.add(p, weight_decay_);
-    if (adam_) {
+    if (plain_[t]) {
+      p.add_(g, -lr);
+    } else if (adam_) {
       double b1 = beta1_, b2 = beta2_;
       buf1_[t].mul_(b1).add_(g, 1.0 - b1);
       buf2_[t].mul_(b2).addcmul_(g, g, 1.0 - b2);
@@ -68,7 +77,7 @@ Status OptimizerState::LoadState(std::span<const uint8_t> bytes, const std::stri
   size_t k = 0;
   for (auto* bufs : {&buf1_, &buf2_}) {
     for (auto& b : *bufs) {
-      std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
+      if (!parts[k].empty()) std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
       ++k;
     }
   }

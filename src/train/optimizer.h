@@ -21,8 +21,12 @@ namespace adacomp::train {
 
 class OptimizerState {
  public:
-  // Zero state for `params` (momentum, or Adam's two moments).
-  OptimizerState(const TrainOptions& o, const std::vector<Param>& params);
+  // Zero state for `params` (momentum, or Adam's two moments). Tensors t
+  // with plain[t] (empty: none) take the plain step params[t] -= lr grads[t]
+  // and keep no state (--local-optimizer-types: their moments are on the
+  // learners).
+  OptimizerState(const TrainOptions& o, const std::vector<Param>& params,
+                 std::vector<bool> plain = {});
 
   // One step with learning rate lr: params[t] -= update(grads[t]).
   void Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads, double lr);
@@ -36,7 +40,8 @@ class OptimizerState {
  private:
   bool adam_;
   double momentum_, weight_decay_, beta1_, beta2_, eps_;
-  std::vector<torch::Tensor> buf1_, buf2_;  // momentum / Adam moments
+  std::vector<torch::Tensor> buf1_, buf2_;  // momentum / Adam moments (empty where plain_)
+  std::vector<bool> plain_;
   int64_t adam_step_ = 0;
 };
 

@@ -74,6 +74,15 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
         "--local-optimizer with SGD needs --momentum > 0 (without momentum there is no "
         "state to keep on the learner)");
   }
+  constexpr uint32_t kAllTypes = (1u << kLayerTypeCount) - 1;
+  if (o.local_optimizer_types & ~kAllTypes) {
+    return bad("local_optimizer_types has bits beyond the " + std::to_string(kLayerTypeCount) +
+               " layer types");
+  }
+  if (o.local_optimizer_types && !o.local_optimizer) {
+    return bad("--local-optimizer-types needs the local optimizer (--local-optimizer)");
+  }
+  if (o.local_optimizer_types == kAllTypes) o.local_optimizer_types = 0;  // every tensor
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
   return o;
@@ -104,6 +113,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.dense_warmup_steps) s << ";dense_warmup=" << o.dense_warmup_steps;
   if (o.clip_grad_norm > 0) s << ";clip=" << o.clip_grad_norm;
   if (o.local_optimizer) s << ";local_optimizer=1";
+  if (o.local_optimizer_types) s << ";local_types=" << o.local_optimizer_types;
   return s.str();
 }
 

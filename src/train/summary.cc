@@ -80,6 +80,12 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
   s->clip_grad_norm = o.clip_grad_norm;
   s->local_optimizer = o.local_optimizer;
+  s->local_optimizer_types.clear();
+  for (int t = 0; t < kLayerTypeCount && o.local_optimizer; ++t) {
+    if (!o.local_optimizer_types || (o.local_optimizer_types >> t & 1u)) {
+      s->local_optimizer_types.emplace_back(LayerTypeName(static_cast<LayerType>(t)));
+    }
+  }
 }
 
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,

@@ -40,6 +40,8 @@ expect 2 "L_T of fc must be between 1" -- --bin-sizes fc=0
 expect 2 "--dense-below must be >= 0" -- --dense-below -3
 expect 1 "/nonexistent/dir" -- --data-dir /nonexistent/dir --steps 1
 expect 2 "--local-optimizer with SGD needs --momentum > 0" -- --local-optimizer --momentum 0
+expect 2 "--local-optimizer-types: unknown layer type 'dense'" -- --local-optimizer-types fc,dense
+expect 1 "mnist-cnn has no tensor of those layer types" -- --local-optimizer-types lstm --steps 1
 
 # A malformed IDX file is named.
 mkdir -p "$TMP/bad"
@@ -70,6 +72,15 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     echo "FAIL: --local-optimizer ($l1), --momentum-correction ($l2), default ($d1)"; fail=1
   fi
   grep -q '"local_optimizer": true' "$TMP/l1.json" || { echo "FAIL: summary lacks local_optimizer"; fail=1; }
+  # --local-optimizer-types implies the local optimizer, for those tensors only.
+  expect 0 "" -- "${common[@]}" --local-optimizer-types fc --summary-out "$TMP/l3.json"
+  l3=$(grep '"weights_sha256"' "$TMP/l3.json")
+  if [ -z "$l3" ] || [ "$l3" = "$l1" ] || [ "$l3" = "$d1" ]; then
+    echo "FAIL: --local-optimizer-types fc ($l3) is --local-optimizer ($l1) or the default ($d1)"
+    fail=1
+  fi
+  tr -d ' \n' <"$TMP/l3.json" | grep -q '"local_optimizer_types":\["fc"\]' ||
+    { echo "FAIL: summary lacks local_optimizer_types [fc]"; fail=1; }
 else
   echo "skip: Fashion-MNIST not installed"
 fi

@@ -786,6 +786,95 @@ TEST_F(TrainerTest, LocalOptimizer) {
       << r.status().ToString();
 }
 
+// --local-optimizer-types: the local optimizer for some layer types only.
+// After one Adam step with AdaComp, each tensor of the mixed run equals,
+// bit for bit, the run whose optimizer its type chose: the local-Adam run
+// for the fc weights, the paper's Adam run for the others.
+TEST_F(TrainerTest, LocalOptimizerByLayerType) {
+  TrainTestHooks keep;
+  keep.keep_weights = true;
+  TrainOptions paper = Base();
+  paper.optimizer = Optimizer::kAdam;
+  paper.steps = 1;
+  TrainOptions local = paper;
+  local.local_optimizer = true;
+  TrainOptions fc = local;
+  fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  const TrainSummary d = Run(paper, keep), l = Run(local, keep), m = Run(fc, keep);
+  EXPECT_EQ(m.local_optimizer_types, std::vector<std::string>{"fc"});
+  EXPECT_EQ(l.local_optimizer_types.size(), 4u);
+  // mnist-cnn on 28 x 28 images: conv1, conv2, fc1, fc2, each weight then
+  // bias (the biases are "other").
+  ASSERT_EQ(m.parameters, 431080);
+  ASSERT_EQ(m.weights.size(), 431080u);
+  const std::vector<std::pair<size_t, bool>> tensors = {
+      {500, false},   {20, false},  {25000, false}, {50, false},
+      {400000, true}, {500, false}, {5000, true},   {10, false}};
+  size_t at = 0, fc_differs = 0, other_differs = 0;
+  for (const auto& [n, is_fc] : tensors) {
+    for (size_t i = at; i < at + n; ++i) {
+      const float want = is_fc ? l.weights[i] : d.weights[i];
+      ASSERT_EQ(m.weights[i], want) << "element " << i << (is_fc ? " (fc)" : " (not fc)");
+      if (d.weights[i] != l.weights[i]) ++(is_fc ? fc_differs : other_differs);
+    }
+    at += n;
+  }
+  // Otherwise the comparison above could not tell the two optimizers apart.
+  EXPECT_GT(fc_differs, 1000u);
+  EXPECT_GT(other_differs, 100u);
+
+  // Every type named is every tensor: the same run as --local-optimizer.
+  TrainOptions all = Base();
+  all.local_optimizer = true;
+  TrainOptions every = all;
+  every.local_optimizer_types = (1u << kLayerTypeCount) - 1;
+  const TrainSummary a = Run(all);
+  EXPECT_EQ(Run(every).weights_sha256, a.weights_sha256);
+
+  // SGD, fc only: replicas agree, and differ from both neighbours.
+  TrainOptions sgd_fc = all;
+  sgd_fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  const TrainSummary sf = Run(sgd_fc);
+  EXPECT_TRUE(sf.replicas_identical);
+  EXPECT_NE(sf.weights_sha256, a.weights_sha256);
+  EXPECT_NE(sf.weights_sha256, Run(Base()).weights_sha256);
+
+  // A resumed mixed run is the uninterrupted one (the plain tensors keep no
+  // optimizer state, the others do), and only with the same types.
+  TempDir ckpt("ckpt-mixed");
+  TrainOptions first = sgd_fc;
+  first.checkpoint_dir = ckpt.Path();
+  first.checkpoint_every = 3;
+  TrainTestHooks stop;
+  stop.stop_after_steps = 5;
+  EXPECT_TRUE(Run(first, stop).stopped_early);
+  TrainOptions other_types = first;
+  other_types.resume = true;
+  other_types.local_optimizer_types = 1u << static_cast<int>(LayerType::kConv);
+  EXPECT_FALSE(Train(other_types).ok());
+  TrainOptions second = first;
+  second.resume = true;
+  const TrainSummary resumed = Run(second);
+  EXPECT_EQ(resumed.resumed_from_step, 3);
+  EXPECT_EQ(resumed.weights_sha256, sf.weights_sha256);
+  EXPECT_EQ(resumed.learner_state_sha256, sf.learner_state_sha256);
+
+  // Refused: types without the local optimizer, types beyond the four, and
+  // types the model does not have.
+  TrainOptions without = Base();
+  without.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  EXPECT_FALSE(Train(without).ok());
+  TrainOptions beyond = all;
+  beyond.local_optimizer_types = 1u << kLayerTypeCount;
+  EXPECT_FALSE(Train(beyond).ok());
+  TrainOptions lstm = all;
+  lstm.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
+  auto r = Train(lstm);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no tensor of those layer types"), std::string::npos)
+      << r.status().ToString();
+}
+
 // --dense-below: small tensors go as dense frames; with every tensor below
 // the limit the run is the dense run.
 TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {

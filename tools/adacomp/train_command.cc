@@ -36,6 +36,7 @@ struct TrainArgs {
   std::string values = "ternary";
   std::string lr_decay_epochs;
   std::string bin_sizes;
+  std::string local_optimizer_types;
   std::string summary_out;
   std::vector<std::string> inject_nan;
   std::string test_kill_rank, test_stop_rank, test_corrupt_frame, test_slow_rank;
@@ -139,6 +140,26 @@ Status ParseBinSizes(const std::string& text, TrainOptions* o) {
   return Status::OK();
 }
 
+// "fc,other" -> o->local_optimizer_types (and the local optimizer on).
+Status ParseLocalTypes(const std::string& text, TrainOptions* o) {
+  if (text.empty()) return Status::OK();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto type = ParseLayerType(item);
+    if (!type.ok()) {
+      return Status::InvalidArgument("--local-optimizer-types: unknown layer type '" + item +
+                                     "' (expected conv, fc, lstm or other)");
+    }
+    o->local_optimizer_types |= 1u << static_cast<int>(*type);
+  }
+  if (!o->local_optimizer_types) {
+    return Status::InvalidArgument("--local-optimizer-types: no layer type in '" + text + "'");
+  }
+  o->local_optimizer = true;
+  return Status::OK();
+}
+
 int RunTrain(TrainArgs& a) {
   TrainOptions& o = a.o;
   TrainTestHooks& hooks = a.hooks;
@@ -165,6 +186,9 @@ int RunTrain(TrainArgs& a) {
   if (!decay.ok()) return Fail(kCmd, kExitBadUsage, decay.status().message());
   o.lr_decay_epochs = *decay;
   if (Status st = ParseBinSizes(a.bin_sizes, &o); !st.ok()) {
+    return Fail(kCmd, kExitBadUsage, st.message());
+  }
+  if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
   for (const auto& spec : a.inject_nan) {
@@ -325,8 +349,14 @@ int RunTrain(TrainArgs& a) {
                 Fmt(s.clip_grad_norm).c_str());
   }
   if (s.local_optimizer) {
-    std::printf("  local optimizer  each learner's own %s is compressed\n",
-                s.optimizer == "adam" ? "Adam step" : "velocity (momentum correction)");
+    std::string types;
+    if (s.local_optimizer_types.size() < static_cast<size_t>(kLayerTypeCount)) {
+      for (const auto& t : s.local_optimizer_types) types += (types.empty() ? "" : ", ") + t;
+      types = " (" + types + " tensors; the others: the paper's optimizer)";
+    }
+    std::printf("  local optimizer  each learner's own %s is compressed%s\n",
+                s.optimizer == "adam" ? "Adam step" : "velocity (momentum correction)",
+                types.c_str());
   }
   std::printf("  steps            %lld (%.2f epochs), %lld skipped%s%s\n",
               static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.skipped_steps),
@@ -467,6 +497,10 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                 "the step (SGD: its velocity, sent elements' velocity zeroed: momentum "
                 "correction; Adam: its Adam step); the average is applied as plain SGD. Off = "
                 "the paper's optimizer after aggregation");
+  app->add_option("--local-optimizer-types", args->local_optimizer_types,
+                  "the local optimizer for these layer types' tensors only (e.g. fc,other; "
+                  "implies --local-optimizer), the paper's optimizer after aggregation for the "
+                  "others");
   app->add_option("--values", args->values,
                   "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
