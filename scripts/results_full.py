@@ -369,9 +369,10 @@ def ddp_variant_options(rs):
   return " ".join(extra)
 
 
-def ddp_row(dense, ada, label):
+def ddp_row(dense, ada, label, default_rate=None):
   """One table row: the AdaComp hook runs `ada` against `dense` at the same
-  seeds (a variant may not have every seed yet)."""
+  seeds (a variant may not have every seed yet); with default_rate (the
+  default hook's mean rate) its rate as a share of it, else 1."""
   seeds = sorted({r["seed"] for r in dense} & {r["seed"] for r in ada})
   dense = [r for r in dense if r["seed"] in seeds]
   ada = [r for r in ada if r["seed"] in seeds]
@@ -391,12 +392,13 @@ def ddp_row(dense, ada, label):
     tols.append(max(EARLY_ACC_TOLERANCE, sd, sa))
   tol = max(ACC_TOLERANCE, ds, as_)
   rate = statistics.fmean(r["compression_rate"] for r in ada)
-  row = "| %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s | %+.2f pt | %s |" % (
+  share = "1" if default_rate is None else "%.2f" % (rate / default_rate)
+  row = "| %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s | %s | %+.2f pt | %s |" % (
       label, ", ".join(str(x) for x in seeds), 100 * dm, 100 * am, 100 * (am - dm),
       fmt_spread("cnn", ds, len(dense)), fmt_spread("cnn", as_, len(ada)), fmt_rate(rate),
-      "met" if am - dm >= -tol else "missed", 100 * min(gaps[1:] or [0.0]),
+      share, "met" if am - dm >= -tol else "missed", 100 * min(gaps[1:] or [0.0]),
       early_verdict_of("cnn", gaps, tols))
-  return row, gaps, tols
+  return row, gaps, tols, rate
 
 
 def ddp_section():
@@ -421,14 +423,14 @@ def ddp_section():
         r0["test_images"]))
   w("")
   w("| AdaComp hook | seeds | no hook | AdaComp hook | gap | spread (no hook / AdaComp) | "
-    "AdaComp rate (rank 0) | target | worst from ep 2 | target from ep 2 |")
-  w("|---|---|---|---|---|---|---|---|---|---|")
-  row, gaps, tols = ddp_row(dense, ada, "the paper's default")
+    "AdaComp rate (rank 0) | rate vs default | target | worst from ep 2 | target from ep 2 |")
+  w("|---|---|---|---|---|---|---|---|---|---|---|")
+  row, gaps, tols, default_rate = ddp_row(dense, ada, "the paper's default")
   w(row)
   per_epoch = [("the paper's default", gaps, tols)]
   for key in sorted(k for k in runs if k.startswith("adacomp_")):
     opts = ddp_variant_options(runs[key])
-    got = ddp_row(dense, runs[key], "`%s`" % opts)
+    got = ddp_row(dense, runs[key], "`%s`" % opts, default_rate)
     if got:
       w(got[0])
       per_epoch.append(("`%s`" % opts, got[1], got[2]))
@@ -453,8 +455,12 @@ def ddp_plot(plt):
   if not runs.get("none") or not runs.get("adacomp"):
     return None
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-  for hook, label, color in (("none", "DDP, no hook", "black"),
-                             ("adacomp", "DDP, AdaComp hook", "tab:red")):
+  settings = [("none", "DDP, no hook", "black"), ("adacomp", "DDP, AdaComp hook", "tab:red")]
+  colors = ["tab:blue", "tab:green", "tab:purple", "tab:orange"]
+  for i, key in enumerate(sorted(k for k in runs if k.startswith("adacomp_"))):
+    settings.append((key, "DDP, AdaComp hook, %s" % ddp_variant_options(runs[key]),
+                     colors[i % len(colors)]))
+  for hook, label, color in settings:
     rs = runs[hook]
     n = min(len(r["epochs"]) for r in rs)
     ys = [[r["epochs"][k]["test_acc"] for r in rs] for k in range(n)]

@@ -317,7 +317,7 @@ class DdpRowTest(unittest.TestCase):
     # mean by 13 points).
     ada = [ddp_run(1, [0.80, 0.875, 0.899], rate=300.0),
            ddp_run(2, [0.82, 0.865, 0.905], rate=100.0)]
-    row, gaps, tols = rf.ddp_row(dense, ada, "x")
+    row, gaps, tols, rate = rf.ddp_row(dense, ada, "x", default_rate=400.0)
     cells = [c.strip() for c in row.strip("|").split("|")]
     # By hand: dense mean 0.905, AdaComp 0.902 -> -0.30 pt; spreads 1.00 and
     # 0.60 pt so the end tolerance is 1.00 pt: met.
@@ -327,15 +327,17 @@ class DdpRowTest(unittest.TestCase):
     self.assertEqual(cells[4], "-0.30 pt")
     self.assertEqual(cells[5], "1.00 pt / 0.60 pt")
     self.assertEqual(cells[6], "200x")
-    self.assertEqual(cells[7], "met")
+    self.assertEqual(rate, 200.0)
+    self.assertEqual(cells[7], "0.50")
+    self.assertEqual(cells[8], "met")
     # Epoch 2: dense 0.885, AdaComp 0.870 -> -1.50 pt against a tolerance of
     # max(1 pt, spreads 1.0 and 1.0 pt) = 1 pt: missed there.
     for got, want in zip(gaps, [-0.045, -0.015, -0.003]):
       self.assertAlmostEqual(got, want, places=9)
     for got, want in zip(tols, [0.02, 0.01, 0.01]):
       self.assertAlmostEqual(got, want, places=9)
-    self.assertEqual(cells[8], "-1.50 pt")
-    self.assertTrue(cells[9].startswith("missed (ep 2: -1.50 pt"), cells[9])
+    self.assertEqual(cells[9], "-1.50 pt")
+    self.assertTrue(cells[10].startswith("missed (ep 2: -1.50 pt"), cells[10])
 
   def test_no_common_seed_no_row(self):
     self.assertIsNone(rf.ddp_row([ddp_run(1, [0.9])], [ddp_run(2, [0.9])], "x"))
