@@ -885,7 +885,8 @@ LOCAL_PANELS = (
     ("mnist-cnn", "sgd", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
                           ("adacomp", "_mc", "AdaComp + momentum correction")), "lr 0.02"),
     ("cifar-cnn", "adam", (("dense", "", "dense"), ("adacomp", "", "AdaComp"),
-                           ("adacomp", "_local", "AdaComp + local Adam")), "lr 1e-3"),
+                           ("adacomp", "_local", "AdaComp + local Adam"),
+                           ("adacomp", "_localfc", "AdaComp + local Adam, fc only")), "lr 1e-3"),
 )
 
 
