@@ -30,7 +30,7 @@ EARLY_ACC_TOLERANCE = 0.01
 EARLY_LOSS_TOLERANCE = 0.05
 # Options that are training settings rather than codec options (dense runs
 # with them too; see remedies_table and longer_table).
-TRAINING_OPTIONS = ("--lr", "--clip-grad-norm")
+TRAINING_OPTIONS = ("--lr", "--clip-grad-norm", "--lr-warmup-steps")
 RATE_TARGETS = {"conv": 40.0, "fc": 200.0, "lstm": 200.0}
 # One style per codec in the baselines plot.
 CODEC_STYLES = {

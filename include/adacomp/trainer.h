@@ -137,6 +137,10 @@ struct TrainOptions {
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
   std::vector<int64_t> lr_decay_epochs;  // multiply lr by lr_decay_factor at each
   double lr_decay_factor = 0.1;
+  // > 0: a linear learning-rate warm-up, step t (0-based) at
+  // lr x min(1, (t + 1) / lr_warmup_steps), as large-batch training uses;
+  // 0 = off.
+  int64_t lr_warmup_steps = 0;
   uint64_t seed = 1;
   int threads = 0;          // learners computing at once in-process; 0 = hardware cores
   int64_t train_limit = 0;  // > 0: use only the first N training examples
@@ -185,6 +189,7 @@ struct TrainSummary {
   std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
+  int64_t lr_warmup_steps = 0;                      // as in TrainOptions
   bool local_optimizer = false;                     // as in TrainOptions
   // The layer types whose tensors ran the local optimizer ("conv", "fc",
   // ...; all four when every tensor did); empty without it.

@@ -89,10 +89,15 @@ class Learner {
       std::fprintf(stderr, "%s\n", m.c_str());
     }
   }
-  double LrAt(int64_t epoch) const {
+  // The learning rate of step `step` (0-based) in epoch `epoch`: the step
+  // decay, and the linear warm-up over the first lr_warmup_steps steps.
+  double LrAt(int64_t epoch, int64_t step) const {
     double lr = o_.lr;
     for (auto e : o_.lr_decay_epochs) {
       if (epoch >= e) lr *= o_.lr_decay_factor;
+    }
+    if (step < o_.lr_warmup_steps) {
+      lr *= static_cast<double>(step + 1) / static_cast<double>(o_.lr_warmup_steps);
     }
     return lr;
   }
@@ -395,7 +400,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     perm_ = EpochPermutation(data_->train_count, o_.seed, epoch);
     perm_epoch_ = epoch;
   }
-  const double lr = LrAt(epoch);
+  const double lr = LrAt(epoch, step);
   m->step = step + 1;
   m->epoch = epoch;
   m->lr = lr;

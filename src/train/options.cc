@@ -49,6 +49,7 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.weight_decay < 0) return bad("--weight-decay must be >= 0");
   if (!(o.lr_decay_factor > 0)) return bad("--lr-decay-factor must be > 0");
+  if (o.lr_warmup_steps < 0) return bad("--lr-warmup-steps must be >= 0 (0 = off)");
   if (o.threads < 0) return bad("--threads must be >= 0");
   if (o.log_every < 1) return bad("--log-every must be >= 1");
   if (!(o.stop_at_accuracy >= 0 && o.stop_at_accuracy <= 1)) {
@@ -112,6 +113,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.dense_below) s << ";dense_below=" << o.dense_below;
   if (o.dense_warmup_steps) s << ";dense_warmup=" << o.dense_warmup_steps;
   if (o.clip_grad_norm > 0) s << ";clip=" << o.clip_grad_norm;
+  if (o.lr_warmup_steps > 0) s << ";lr_warmup=" << o.lr_warmup_steps;
   if (o.local_optimizer) s << ";local_optimizer=1";
   if (o.local_optimizer_types) s << ";local_types=" << o.local_optimizer_types;
   return s.str();

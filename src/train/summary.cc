@@ -79,6 +79,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->dense_below = o.dense_below;
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
   s->clip_grad_norm = o.clip_grad_norm;
+  s->lr_warmup_steps = o.lr_warmup_steps;
   s->local_optimizer = o.local_optimizer;
   s->local_optimizer_types.clear();
   for (int t = 0; t < kLayerTypeCount && o.local_optimizer; ++t) {

@@ -38,6 +38,7 @@ expect 2 "unknown layer type 'gru'" -- --bin-sizes conv=50,gru=10
 expect 2 "'conv' is not TYPE=L_T" -- --bin-sizes conv
 expect 2 "L_T of fc must be between 1" -- --bin-sizes fc=0
 expect 2 "--dense-below must be >= 0" -- --dense-below -3
+expect 2 "--lr-warmup-steps must be >= 0" -- --lr-warmup-steps -1
 expect 1 "/nonexistent/dir" -- --data-dir /nonexistent/dir --steps 1
 expect 2 "--local-optimizer with SGD needs --momentum > 0" -- --local-optimizer --momentum 0
 expect 2 "--local-optimizer-types: unknown layer type 'dense'" -- --local-optimizer-types fc,dense

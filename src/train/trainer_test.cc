@@ -635,6 +635,48 @@ TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
 // momentum, one learner, dense) clipped to half the gradient's own norm moves
 // the weights exactly as the unclipped step at half the learning rate (the
 // factor is 0.5, exact in float); a limit above the norm changes nothing.
+// --lr-warmup-steps: step t (0-based) at lr x min(1, (t + 1) / N), on top of
+// the step decay.
+TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
+  TrainOptions o = Base();
+  o.learners = 1;
+  o.batch_size = 8;
+  o.codec.codec = Codec::kDense;
+  o.momentum = 0;
+  o.lr = 0.05;
+  o.steps = 7;
+  o.log_every = 1;
+  o.lr_warmup_steps = 4;
+  o.lr_decay_epochs = {1};  // 320 examples / 8 = 40 steps an epoch: not reached
+  std::vector<double> lrs;
+  o.on_step = [&](const StepMetrics& m) { lrs.push_back(m.lr); };
+  const TrainSummary warm = Run(o);
+  EXPECT_EQ(warm.lr_warmup_steps, 4);
+  const std::vector<double> want = {0.0125, 0.025, 0.0375, 0.05, 0.05, 0.05, 0.05};
+  ASSERT_EQ(lrs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(lrs[i], want[i]) << "step " << i;
+
+  // One step of plain SGD warmed up over 4 steps is one step at lr / 4.
+  TrainTestHooks keep;
+  keep.keep_weights = true;
+  TrainOptions one = o;
+  one.on_step = nullptr;
+  one.steps = 1;
+  TrainOptions quarter = one;
+  quarter.lr_warmup_steps = 0;
+  quarter.lr = 0.0125;
+  TrainOptions full = quarter;
+  full.lr = 0.05;
+  const std::vector<float> w1 = Run(one, keep).weights, wq = Run(quarter, keep).weights;
+  ASSERT_FALSE(w1.empty());
+  EXPECT_EQ(w1, wq);
+  EXPECT_NE(w1, Run(full, keep).weights);
+
+  TrainOptions bad = Base();
+  bad.lr_warmup_steps = -1;
+  EXPECT_FALSE(Train(bad).ok());
+}
+
 TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
   TrainOptions o = Base();
   o.learners = 1;

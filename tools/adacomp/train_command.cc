@@ -343,7 +343,11 @@ int RunTrain(TrainArgs& a) {
   std::printf("  learners         %d, global batch %lld (%lld per learner)\n", s.learners,
               static_cast<long long>(s.batch_size),
               static_cast<long long>(s.batch_size / std::max(1, s.learners)));
-  std::printf("  optimizer        %s, lr %s\n", s.optimizer.c_str(), Fmt(s.lr).c_str());
+  std::printf(
+      "  optimizer        %s, lr %s%s\n", s.optimizer.c_str(), Fmt(s.lr).c_str(),
+      s.lr_warmup_steps > 0
+          ? (", warmed up linearly over " + std::to_string(s.lr_warmup_steps) + " steps").c_str()
+          : "");
   if (s.clip_grad_norm > 0) {
     std::printf("  gradient clip    each learner's L2 norm at most %s\n",
                 Fmt(s.clip_grad_norm).c_str());
@@ -479,6 +483,9 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--lr-decay-epochs", args->lr_decay_epochs,
                   "comma-separated epochs at which lr is multiplied by --lr-decay-factor");
   app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
+  app->add_option("--lr-warmup-steps", o.lr_warmup_steps,
+                  "raise the lr linearly over the first N steps (step t at lr x (t+1)/N), as "
+                  "large-batch training does; 0 = off");
   app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
   app->add_option("--bin-sizes", args->bin_sizes,
                   "AdaComp L_T per layer type, e.g. conv=50,fc=500,lstm=100,other=500 (types "
