@@ -377,6 +377,13 @@ def make_full_configs(cifar_dir):
     add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
         extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
         tag="_lrB_bins2")
+  # Large-batch training scales the lr with a warm-up (Goyal et al.: linear
+  # over the first epochs): one epoch here, dense and AdaComp alike.
+  for b in (256, 512):
+    for codec in ("dense", "adacomp"):
+      add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
+          extra=["--lr", "%g" % (0.02 * b / 128), "--lr-warmup-steps", str(60000 // b)],
+          tag="_lrB_wu1")
   # A second seed of the batch sweep with the lr scaled to the batch (at lr
   # 0.02 dense itself is mistuned at 256 and 512): are its gaps beyond noise?
   for b in (64, 256, 512):

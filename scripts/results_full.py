@@ -319,9 +319,9 @@ def section(configs, lengths, seeds):
       "at the same seed):")
     w("")
     # Each row against dense at the same learner count, batch size, learning
-    # rate and seed.
+    # rate (and warm-up) and seed.
     def key(r):
-      return (r["learners"], r["batch_size"], r["lr"], r["seed"])
+      return (r["learners"], r["batch_size"], r["lr"], r.get("lr_warmup_steps") or 0, r["seed"])
     dense_at = {key(r): r["test_accuracy"] for _, r in sweeps if codec_of(r) == "dense"}
     w("| table | codec | P | B | lr | seed | test accuracy | against dense (same P, B, lr, "
       "seed) | e2e rate |")
@@ -331,11 +331,13 @@ def section(configs, lengths, seeds):
       d = dense_at.get(key(r))
       against = "ref" if codec_of(r) == "dense" else (
           "(no dense run)" if d is None else fmt_gap(r["model"], r["test_accuracy"] - d))
-      w("| %s | %s | %d | %d | %g | %d | %.2f%% | %s | %s |" % (
-          "reference" if c["table"] == "models" else c["table"],
-          codec_of(r) + (", momentum correction" if r.get("local_optimizer") else ""),
-          r["learners"],
-          r["batch_size"], r["lr"], r["seed"], 100 * r["test_accuracy"], against,
+      opts = [o for o in codec_options(c) if o != "--lr-warmup-steps"]
+      codec = codec_of(r) + ((", `%s`" % " ".join(opts)) if opts else "")
+      warm = r.get("lr_warmup_steps") or 0
+      lr = "%g" % r["lr"] + ((", warm-up %d steps" % warm) if warm else "")
+      w("| %s | %s | %d | %d | %s | %d | %.2f%% | %s | %s |" % (
+          "reference" if c["table"] == "models" else c["table"], codec, r["learners"],
+          r["batch_size"], lr, r["seed"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
   lines.extend(ddp_section())
