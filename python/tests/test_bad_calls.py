@@ -195,5 +195,33 @@ class HookStateBadCallsTest(unittest.TestCase):
             self.assertEqual(after["params"][name], d, name)
 
 
+class ExampleBinSizesTest(unittest.TestCase):
+    """examples/ddp_fashion_mnist.py --bin-sizes: refused at parse time (a usage
+    error, before any rank starts) unless every item is a known layer type with a
+    positive size; the types it knows are the hook's."""
+
+    @classmethod
+    def setUpClass(cls):
+        import importlib.util
+        import os
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                            "ddp_fashion_mnist.py")
+        spec = importlib.util.spec_from_file_location("ddp_fashion_mnist", path)
+        cls.example = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.example)
+
+    def test_the_types_are_the_hooks(self):
+        self.assertEqual(tuple(self.example.LAYER_TYPES), tuple(adt.LAYER_TYPES))
+
+    def test_good_and_bad_values(self):
+        import argparse
+        parse = self.example.bin_sizes
+        self.assertEqual(parse("fc=250"), {"fc": 250})
+        self.assertEqual(parse("conv=25, fc=250"), {"conv": 25, "fc": 250})
+        for bad in ("fc", "fc=", "fc=0", "fc=-3", "fc=x", "dense=5", "fc=2,fc=3", ""):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                parse(bad)
+
+
 if __name__ == "__main__":
     unittest.main()
