@@ -396,6 +396,15 @@ def make_full_configs(cifar_dir):
     add("batch", "mnist-cnn", "adacomp", "sgd", 2, batch=b,
         extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
         tag="_lrB_bins2")
+  # At seed 2 the halved bins did not help at 512 (-1.58 pt; default -1.41).
+  # Is it the number of steps, 1404 at batch 512 against 5616 at 128, in
+  # which each element is sent about a quarter as often per example? Bins a
+  # quarter of the size (L_T x 128 / B, every type) send each element about
+  # as often per example as at batch 128: a diagnostic, at a quarter of the
+  # rate.
+  for seed in (1, 2):
+    add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=512,
+        extra=["--lr", "0.08", "--bin-sizes", "conv=12,fc=125,other=125"], tag="_lrB_bins4")
   # Is local Adam's lead on char-lstm the optimizer or the compression?
   # Dense with the same optimizer on each learner (every tensor sent dense,
   # so nothing is masked: each learner's Adam step, averaged).
