@@ -349,5 +349,53 @@ class DdpRowTest(unittest.TestCase):
     self.assertEqual(rf.ddp_variant_options([r]), "--bin-sizes fc=250")
 
 
+def batch_run(codec, seed, batch, lr, acc, extra=(), tag="", warmup=0, rate=100.0):
+  """A batch-sweep configuration and its summary."""
+  c = config("mnist-cnn", codec, "sgd", seed, table="batch", tag=tag,
+             extra=["--lr", "%g" % lr] + list(extra))
+  c["id"] += "_B%d" % batch
+  r = {"model": "mnist-cnn", "codec": codec, "batch_size": batch, "lr": lr, "seed": seed,
+       "learners": 4, "lr_warmup_steps": warmup, "test_accuracy": acc,
+       "compression_rate": {"end_to_end": rate}}
+  return c, r
+
+
+class BatchTableTest(unittest.TestCase):
+  """The batch sweep over seeds: AdaComp against dense at the same batch, lr,
+  warm-up and seeds only."""
+
+  def test_groups_common_seeds_and_verdicts(self):
+    runs = runs_of(
+        batch_run("dense", 1, 512, 0.08, 0.910),
+        batch_run("dense", 2, 512, 0.08, 0.914),
+        batch_run("dense", 3, 512, 0.08, 0.700),  # no AdaComp run at seed 3: not counted
+        batch_run("adacomp", 1, 512, 0.08, 0.900, rate=400.0),
+        batch_run("adacomp", 2, 512, 0.08, 0.898, rate=500.0),
+        batch_run("adacomp", 1, 512, 0.08, 0.909, extra=["--bin-sizes", "fc=250"],
+                  tag="_fc250"),
+        # A warm-up run is compared with the dense run of the same warm-up.
+        batch_run("dense", 1, 512, 0.08, 0.920, extra=["--lr-warmup-steps", "117"], tag="_wu",
+                  warmup=117),
+        batch_run("adacomp", 1, 512, 0.08, 0.905, extra=["--lr-warmup-steps", "117"],
+                  tag="_wu", warmup=117))
+    lines = rf.batch_table(runs)
+    # By hand: dense 0.912 (spread 0.4 pt), AdaComp 0.899 (0.2 pt): -1.30 pt,
+    # beyond max(0.3, 0.4) pt.
+    default = row_of(lines, "512", "0.08", "the paper's default")
+    self.assertEqual(default[3:], ["1, 2", "91.20%", "89.90%", "-1.30 pt", "0.40 pt / 0.20 pt",
+                                   "450x", "missed"])
+    # Seed 1 only: dense 0.910 -> -0.10 pt, met.
+    fc = row_of(lines, "512", "0.08", "`--bin-sizes fc=250`")
+    self.assertEqual(fc[3:7], ["1", "91.00%", "90.90%", "-0.10 pt"])
+    self.assertEqual(fc[-1], "met")
+    # Against the warmed-up dense (0.920), not the other one: -1.50 pt.
+    warm = row_of(lines, "512", "0.08, warm-up 117 steps", "the paper's default")
+    self.assertEqual(warm[6], "-1.50 pt")
+
+  def test_no_batch_runs_no_table(self):
+    self.assertEqual(rf.batch_table(runs_of(
+        (config("mnist-cnn", "dense", "sgd", 1), summary("mnist-cnn", [0.9])))), [])
+
+
 if __name__ == "__main__":
   unittest.main()
