@@ -155,6 +155,9 @@ REMEDIES = (
     # only, the paper's Adam for the conv weights and the biases.
     ("cifar-cnn", "adam", "_localfc", ["--local-optimizer-types", "fc"]),
     ("mnist-cnn", "adam", "_localfc", ["--local-optimizer-types", "fc"]),
+    # Momentum correction on the fc weights only (the conv weights keep the
+    # paper's momentum): at batch 512 it took AdaComp from -1.02 to +0.10 pt.
+    ("mnist-cnn", "sgd", "_mcfc", ["--local-optimizer-types", "fc"]),
 )
 # The settings docs/results.md recommends where the default misses, run at
 # every seed beside the strongest dense run at the same seeds:
@@ -405,6 +408,21 @@ def make_full_configs(cifar_dir):
   for seed in (1, 2):
     add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=512,
         extra=["--lr", "0.08", "--bin-sizes", "conv=12,fc=125,other=125"], tag="_lrB_bins4")
+  # Four times the step: an element released from the residue carries four
+  # times the gradient into the momentum, as on char-lstm at lr 8, where
+  # momentum correction closed the gap. On CNNs its factor masking of the
+  # conv weights costs (batch 128), so on the fc weights only.
+  for seed in (1, 2):
+    for b in (512, 256):
+      add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=b,
+          extra=["--lr", "%g" % (0.02 * b / 128), "--local-optimizer-types", "fc"],
+          tag="_lrB_mcfc")
+  # Batch 512, where the default misses most: a third seed of dense, the
+  # default and momentum correction on the fc weights.
+  add("batch", "mnist-cnn", "dense", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
+  add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
+  add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512,
+      extra=["--lr", "0.08", "--local-optimizer-types", "fc"], tag="_lrB_mcfc")
   # Is local Adam's lead on char-lstm the optimizer or the compression?
   # Dense with the same optimizer on each learner (every tensor sent dense,
   # so nothing is masked: each learner's Adam step, averaged).
