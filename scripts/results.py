@@ -354,6 +354,10 @@ def make_full_configs(cifar_dir):
   for p in (1, 16):
     for codec in ("dense", "adacomp"):
       add("learners", "mnist-cnn", codec, "sgd", 1, learners=p)
+  # The learner sweep's second seed (its gaps at seed 1: -0.12 and +0.12 pt).
+  for p in (1, 16):
+    for codec in ("dense", "adacomp"):
+      add("learners", "mnist-cnn", codec, "sgd", 2, learners=p)
   for b in (64, 256, 512):
     for codec in ("dense", "adacomp"):
       add("batch", "mnist-cnn", codec, "sgd", 1, batch=b)
@@ -423,6 +427,13 @@ def make_full_configs(cifar_dir):
   add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
   add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512,
       extra=["--lr", "0.08", "--local-optimizer-types", "fc"], tag="_lrB_mcfc")
+  # Batch 256, where the default misses narrowly (-0.38 pt over two seeds):
+  # a third seed of dense, the default and both remedies.
+  for codec, tag, extra in (("dense", "_lrB", []), ("adacomp", "_lrB", []),
+                            ("adacomp", "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"]),
+                            ("adacomp", "_lrB_mcfc", ["--local-optimizer-types", "fc"])):
+    add("batch", "mnist-cnn", codec, "sgd", 3, batch=256, extra=["--lr", "0.04"] + extra,
+        tag=tag)
   # Is local Adam's lead on char-lstm the optimizer or the compression?
   # Dense with the same optimizer on each learner (every tensor sent dense,
   # so nothing is masked: each learner's Adam step, averaged).

@@ -340,22 +340,22 @@ def section(configs, lengths, seeds):
           r["batch_size"], lr, r["seed"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
-  lines.extend(batch_table(runs))
+  lines.extend(sweep_table(runs))
   lines.extend(ddp_section())
   return lines
 
 
-def batch_table(runs):
-  """The batch sweep over its seeds: per global batch, learning rate (and
-  warm-up) and codec options, AdaComp's mean against dense's at the same
-  settings and seeds, with both spreads and the end-of-training verdict
-  (0.3 points or the seed spread)."""
+def sweep_table(runs):
+  """The learner and batch sweeps over their seeds: per learner count,
+  global batch, learning rate (and warm-up) and codec options, AdaComp's
+  mean against dense's at the same settings and seeds, with both spreads
+  and the end-of-training verdict (0.3 points or the seed spread)."""
   groups = {}
   for c, r in runs.values():
-    if c["table"] != "batch":
+    if c["table"] not in ("learners", "batch"):
       continue
     opts = [o for o in codec_options(c) if o != "--lr-warmup-steps"]
-    key = (r["batch_size"], r["lr"], r.get("lr_warmup_steps") or 0)
+    key = (r["learners"], r["batch_size"], r["lr"], r.get("lr_warmup_steps") or 0)
     groups.setdefault((key, codec_of(r), " ".join(opts)), {})[c["seed"]] = r
   rows = []
   for (key, codec, opts), by_seed in sorted(groups.items()):
@@ -369,21 +369,21 @@ def batch_table(runs):
     am, as_ = spread([by_seed[s]["test_accuracy"] for s in seeds])
     tol = max(ACC_TOLERANCE, ds, as_)
     rate = statistics.fmean(by_seed[s]["compression_rate"]["end_to_end"] for s in seeds)
-    b, lr, warm = key
-    rows.append("| %d | %s | %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s |" % (
-        b, "%g" % lr + ((", warm-up %d steps" % warm) if warm else ""),
+    p, b, lr, warm = key
+    rows.append("| %d | %d | %s | %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s |" % (
+        p, b, "%g" % lr + ((", warm-up %d steps" % warm) if warm else ""),
         ("`%s`" % opts) if opts else "the paper's default", ", ".join(str(x) for x in seeds),
         100 * dm, 100 * am, 100 * (am - dm), fmt_spread("cnn", ds, len(seeds)),
         fmt_spread("cnn", as_, len(seeds)), fmt_rate(rate),
         "met" if am - dm >= -tol else "missed"))
   if not rows:
     return []
-  return ["mnist-cnn, SGD, 4 learners: each global batch over the seeds run, AdaComp against "
-          "dense at the same batch, learning rate, warm-up and seeds (*target*: within 0.3 "
-          "points or the seed spread, whichever is larger):", "",
-          "| B | lr | AdaComp | seeds | dense | AdaComp | gap | spread (dense / AdaComp) | "
+  return ["mnist-cnn, SGD: the learner and batch sweeps over the seeds run, AdaComp against "
+          "dense at the same learner count, batch, learning rate, warm-up and seeds (*target*: "
+          "within 0.3 points or the seed spread, whichever is larger):", "",
+          "| P | B | lr | AdaComp | seeds | dense | AdaComp | gap | spread (dense / AdaComp) | "
           "e2e rate | target |",
-          "|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
+          "|---|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def load_ddp_runs():

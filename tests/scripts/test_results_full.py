@@ -360,9 +360,9 @@ def batch_run(codec, seed, batch, lr, acc, extra=(), tag="", warmup=0, rate=100.
   return c, r
 
 
-class BatchTableTest(unittest.TestCase):
-  """The batch sweep over seeds: AdaComp against dense at the same batch, lr,
-  warm-up and seeds only."""
+class SweepTableTest(unittest.TestCase):
+  """The learner and batch sweeps over seeds: AdaComp against dense at the
+  same learner count, batch, lr, warm-up and seeds only."""
 
   def test_groups_common_seeds_and_verdicts(self):
     runs = runs_of(
@@ -378,22 +378,32 @@ class BatchTableTest(unittest.TestCase):
                   warmup=117),
         batch_run("adacomp", 1, 512, 0.08, 0.905, extra=["--lr-warmup-steps", "117"],
                   tag="_wu", warmup=117))
-    lines = rf.batch_table(runs)
+    lines = rf.sweep_table(runs)
     # By hand: dense 0.912 (spread 0.4 pt), AdaComp 0.899 (0.2 pt): -1.30 pt,
     # beyond max(0.3, 0.4) pt.
-    default = row_of(lines, "512", "0.08", "the paper's default")
-    self.assertEqual(default[3:], ["1, 2", "91.20%", "89.90%", "-1.30 pt", "0.40 pt / 0.20 pt",
+    default = row_of(lines, "4", "512", "0.08", "the paper's default")
+    self.assertEqual(default[4:], ["1, 2", "91.20%", "89.90%", "-1.30 pt", "0.40 pt / 0.20 pt",
                                    "450x", "missed"])
     # Seed 1 only: dense 0.910 -> -0.10 pt, met.
-    fc = row_of(lines, "512", "0.08", "`--bin-sizes fc=250`")
-    self.assertEqual(fc[3:7], ["1", "91.00%", "90.90%", "-0.10 pt"])
+    fc = row_of(lines, "4", "512", "0.08", "`--bin-sizes fc=250`")
+    self.assertEqual(fc[4:8], ["1", "91.00%", "90.90%", "-0.10 pt"])
     self.assertEqual(fc[-1], "met")
     # Against the warmed-up dense (0.920), not the other one: -1.50 pt.
-    warm = row_of(lines, "512", "0.08, warm-up 117 steps", "the paper's default")
-    self.assertEqual(warm[6], "-1.50 pt")
+    warm = row_of(lines, "4", "512", "0.08, warm-up 117 steps", "the paper's default")
+    self.assertEqual(warm[7], "-1.50 pt")
 
-  def test_no_batch_runs_no_table(self):
-    self.assertEqual(rf.batch_table(runs_of(
+  def test_learner_counts_are_kept_apart(self):
+    def at(p, codec, seed, acc):
+      c, r = batch_run(codec, seed, 128, 0.02, acc)
+      c = dict(c, table="learners", id=c["id"] + "_P%d" % p)
+      return c, dict(r, learners=p)
+    lines = rf.sweep_table(runs_of(at(1, "dense", 1, 0.915), at(1, "adacomp", 1, 0.914),
+                                   at(16, "dense", 1, 0.900), at(16, "adacomp", 1, 0.905)))
+    self.assertEqual(row_of(lines, "1", "128", "0.02", "the paper's default")[7], "-0.10 pt")
+    self.assertEqual(row_of(lines, "16", "128", "0.02", "the paper's default")[7], "+0.50 pt")
+
+  def test_no_sweep_runs_no_table(self):
+    self.assertEqual(rf.sweep_table(runs_of(
         (config("mnist-cnn", "dense", "sgd", 1), summary("mnist-cnn", [0.9])))), [])
 
 
