@@ -45,6 +45,19 @@ class TrainerTest : public ::testing::Test {
     return o;
   }
 
+  // One dense learner, plain SGD (no momentum) at lr 0.05, a metrics line
+  // every step: a step whose arithmetic a test can redo by hand.
+  TrainOptions PlainSgd(int64_t batch_size) {
+    TrainOptions o = Base();
+    o.learners = 1;
+    o.batch_size = batch_size;
+    o.codec.codec = Codec::kDense;
+    o.momentum = 0;
+    o.lr = 0.05;
+    o.log_every = 1;
+    return o;
+  }
+
   TrainSummary Run(const TrainOptions& o, const TrainTestHooks& hooks = {}) {
     auto r = Train(o, hooks);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -631,21 +644,11 @@ TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
   EXPECT_LT(*c.selected_per_bin[static_cast<int>(LayerType::kFc)], 50.0);
 }
 
-// --clip-grad-norm against arithmetic done here: one step of plain SGD (no
-// momentum, one learner, dense) clipped to half the gradient's own norm moves
-// the weights exactly as the unclipped step at half the learning rate (the
-// factor is 0.5, exact in float); a limit above the norm changes nothing.
 // --lr-warmup-steps: step t (0-based) at lr x min(1, (t + 1) / N), on top of
 // the step decay.
 TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
-  TrainOptions o = Base();
-  o.learners = 1;
-  o.batch_size = 8;
-  o.codec.codec = Codec::kDense;
-  o.momentum = 0;
-  o.lr = 0.05;
+  TrainOptions o = PlainSgd(8);
   o.steps = 7;
-  o.log_every = 1;
   o.lr_warmup_steps = 4;
   o.lr_decay_epochs = {1};  // 320 examples / 8 = 40 steps an epoch: not reached
   std::vector<double> lrs;
@@ -677,15 +680,13 @@ TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
   EXPECT_FALSE(Train(bad).ok());
 }
 
+// --clip-grad-norm against arithmetic done here: one step of plain SGD (no
+// momentum, one learner, dense) clipped to half the gradient's own norm moves
+// the weights exactly as the unclipped step at half the learning rate (the
+// factor is 0.5, exact in float); a limit above the norm changes nothing.
 TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
-  TrainOptions o = Base();
-  o.learners = 1;
-  o.batch_size = 16;
+  TrainOptions o = PlainSgd(16);
   o.steps = 1;
-  o.codec.codec = Codec::kDense;
-  o.momentum = 0;
-  o.lr = 0.05;
-  o.log_every = 1;
   double norm = 0;
   o.on_step = [&](const StepMetrics& m) { norm = m.grad_norm; };
   const TrainSummary plain = Run(o);
