@@ -331,13 +331,11 @@ def section(configs, lengths, seeds):
       d = dense_at.get(key(r))
       against = "ref" if codec_of(r) == "dense" else (
           "(no dense run)" if d is None else fmt_gap(r["model"], r["test_accuracy"] - d))
-      opts = [o for o in codec_options(c) if o != "--lr-warmup-steps"]
+      opts = codec_options(c)
       codec = codec_of(r) + ((", `%s`" % " ".join(opts)) if opts else "")
-      warm = r.get("lr_warmup_steps") or 0
-      lr = "%g" % r["lr"] + ((", warm-up %d steps" % warm) if warm else "")
       w("| %s | %s | %d | %d | %s | %d | %.2f%% | %s | %s |" % (
           "reference" if c["table"] == "models" else c["table"], codec, r["learners"],
-          r["batch_size"], lr, r["seed"], 100 * r["test_accuracy"], against,
+          r["batch_size"], setting_text(r), r["seed"], 100 * r["test_accuracy"], against,
           fmt_rate(r["compression_rate"]["end_to_end"])))
     w("")
   lines.extend(sweep_table(runs))
@@ -354,9 +352,8 @@ def sweep_table(runs):
   for c, r in runs.values():
     if c["table"] not in ("learners", "batch"):
       continue
-    opts = [o for o in codec_options(c) if o != "--lr-warmup-steps"]
-    key = (r["learners"], r["batch_size"], r["lr"], r.get("lr_warmup_steps") or 0)
-    groups.setdefault((key, codec_of(r), " ".join(opts)), {})[c["seed"]] = r
+    key = (r["learners"], r["batch_size"], r["lr"], setting_text(r))  # lr: numeric order
+    groups.setdefault((key, codec_of(r), " ".join(codec_options(c))), {})[c["seed"]] = r
   rows = []
   for (key, codec, opts), by_seed in sorted(groups.items()):
     if codec == "dense":
@@ -369,9 +366,9 @@ def sweep_table(runs):
     am, as_ = spread([by_seed[s]["test_accuracy"] for s in seeds])
     tol = max(ACC_TOLERANCE, ds, as_)
     rate = statistics.fmean(by_seed[s]["compression_rate"]["end_to_end"] for s in seeds)
-    p, b, lr, warm = key
+    p, b, _, setting = key
     rows.append("| %d | %d | %s | %s | %s | %.2f%% | %.2f%% | %+.2f pt | %s / %s | %s | %s |" % (
-        p, b, "%g" % lr + ((", warm-up %d steps" % warm) if warm else ""),
+        p, b, setting,
         ("`%s`" % opts) if opts else "the paper's default", ", ".join(str(x) for x in seeds),
         100 * dm, 100 * am, 100 * (am - dm), fmt_spread("cnn", ds, len(seeds)),
         fmt_spread("cnn", as_, len(seeds)), fmt_rate(rate),
@@ -568,9 +565,11 @@ def codec_options(c):
 
 
 def setting_text(r):
-  """A summary's learning rate, and its clipping where set."""
+  """A summary's learning rate, and its clipping and warm-up where set."""
   clip = r.get("clip_grad_norm")
-  return ("%g" % r["lr"]) + ((", clip %g" % clip) if clip else "")
+  warm = r.get("lr_warmup_steps")
+  return ("%g" % r["lr"]) + ((", clip %g" % clip) if clip else "") + (
+      (", warm-up %d steps" % warm) if warm else "")
 
 
 def remedy_options(c):

@@ -217,8 +217,7 @@ Status Learner::Setup() {
     std::vector<size_t> sizes;
     bool any = false, all = true;
     for (const Param& p : model_.params) {
-      const bool on =
-          !o_.local_optimizer_types || (o_.local_optimizer_types >> static_cast<int>(p.type) & 1u);
+      const bool on = LocalOptimizerFor(o_, p.type);
       local_on_.push_back(on);
       any = any || on;
       all = all && on;

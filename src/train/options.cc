@@ -119,6 +119,11 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   return s.str();
 }
 
+bool LocalOptimizerFor(const TrainOptions& o, LayerType type) {
+  return o.local_optimizer &&
+         (!o.local_optimizer_types || (o.local_optimizer_types >> static_cast<int>(type) & 1u));
+}
+
 uint32_t BinSizeFor(const TrainOptions& o, LayerType type) {
   const uint32_t by_type = o.bin_size_by_type[static_cast<int>(type)];
   if (by_type) return by_type;

@@ -24,6 +24,11 @@ Result<TrainOptions> Resolve(const TrainOptions& in);
 // The AdaComp bin size of a tensor of this layer type under these options.
 uint32_t BinSizeFor(const TrainOptions& o, LayerType type);
 
+// Whether a tensor of this layer type runs the local optimizer under these
+// (resolved) options: local_optimizer, and its type among
+// local_optimizer_types (0 = every type).
+bool LocalOptimizerFor(const TrainOptions& o, LayerType type);
+
 // The bin-size setting in words, for the summary.
 std::string BinSizeText(const TrainOptions& o);
 

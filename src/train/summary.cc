@@ -82,10 +82,9 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->lr_warmup_steps = o.lr_warmup_steps;
   s->local_optimizer = o.local_optimizer;
   s->local_optimizer_types.clear();
-  for (int t = 0; t < kLayerTypeCount && o.local_optimizer; ++t) {
-    if (!o.local_optimizer_types || (o.local_optimizer_types >> t & 1u)) {
-      s->local_optimizer_types.emplace_back(LayerTypeName(static_cast<LayerType>(t)));
-    }
+  for (int t = 0; t < kLayerTypeCount; ++t) {
+    const auto type = static_cast<LayerType>(t);
+    if (LocalOptimizerFor(o, type)) s->local_optimizer_types.emplace_back(LayerTypeName(type));
   }
 }
 

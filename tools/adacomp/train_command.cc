@@ -153,9 +153,6 @@ Status ParseLocalTypes(const std::string& text, TrainOptions* o) {
     }
     o->local_optimizer_types |= 1u << static_cast<int>(*type);
   }
-  if (!o->local_optimizer_types) {
-    return Status::InvalidArgument("--local-optimizer-types: no layer type in '" + text + "'");
-  }
   o->local_optimizer = true;
   return Status::OK();
 }
