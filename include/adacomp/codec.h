@@ -146,6 +146,13 @@ class Compressor {
   virtual void Snapshot(CompressorSnapshot* snapshot) const = 0;
   virtual Status Restore(const CompressorSnapshot& snapshot) = 0;
 
+  // adacomp: the bin size L_T from the next Compress() on (a compression
+  // schedule, adacomp/schedule.h). The residue carries over unchanged, with
+  // any deferred correction applied first, so nothing is lost across the
+  // change; config().bin_size follows. InvalidArgument (state unchanged) for
+  // 0 or for a codec without bins.
+  virtual Status SetBinSize(uint32_t bin_size);
+
   const CodecConfig& config() const { return config_; }
   uint32_t tensor_id() const { return tensor_id_; }
   uint64_t elements() const { return elements_; }
@@ -153,6 +160,7 @@ class Compressor {
  protected:
   Compressor(const CodecConfig& config, uint32_t tensor_id, uint64_t elements)
       : config_(config), tensor_id_(tensor_id), elements_(elements) {}
+  void set_bin_size(uint32_t bin_size) { config_.bin_size = bin_size; }
 
  private:
   CodecConfig config_;

@@ -95,6 +95,18 @@ class AdaCompCompressor final : public Compressor {
     residue_bound_ = MaxAbs(residue_);
     return Status::OK();
   }
+  Status SetBinSize(uint32_t bin_size) override {
+    if (bin_size == 0) return Status::InvalidArgument("bin size must be >= 1");
+    if (bin_size == bin_size_) return Status::OK();
+    Materialize();  // the last step's corrections belong to the old bins
+    const uint64_t n = elements();
+    bin_size_ = bin_size;
+    set_bin_size(bin_size);
+    gmax_.assign(n == 0 ? 0 : (n - 1) / bin_size + 1, 0.0f);
+    sel_words_.assign((std::min<uint64_t>(n, bin_size) + 63) / 64, 0);
+    neg_words_.assign(sel_words_.size(), 0);
+    return Status::OK();
+  }
   void Snapshot(CompressorSnapshot* s) const override {
     Materialize();
     SnapshotState(step_, residue_, s);

@@ -124,6 +124,11 @@ void CompressStats::Merge(const CompressStats& o) {
   for (size_t i = 0; i < bin_histogram.size(); ++i) bin_histogram[i] += o.bin_histogram[i];
 }
 
+Status Compressor::SetBinSize(uint32_t) {
+  return Status::InvalidArgument("codec " + std::string(CodecName(config_.codec)) +
+                                 " has no bin size");
+}
+
 Result<std::unique_ptr<Compressor>> Compressor::Create(const CodecConfig& config,
                                                        uint32_t tensor_id, uint64_t elements) {
   ADACOMP_RETURN_IF_ERROR(config.Validate());
