@@ -25,6 +25,7 @@
 
 #include "adacomp/codec.h"
 #include "adacomp/communicator.h"
+#include "adacomp/schedule.h"
 #include "adacomp/status.h"
 
 namespace adacomp {
@@ -103,6 +104,10 @@ struct TrainOptions {
   // Per layer type (indexed by LayerType): > 0 overrides bin_size and the
   // default for that type's tensors.
   uint32_t bin_size_by_type[kLayerTypeCount] = {0, 0, 0, 0};
+  // adacomp: the bin size as a function of the step (adacomp/schedule.h):
+  // a ramp up to the bin sizes above, and the adaptive lightening; off by
+  // default (the paper's fixed L_T).
+  BinSchedule bin_schedule;
   // Options beside the paper's default (0 = off; docs/results.md measures
   // them): tensors of at most dense_below elements are sent dense (float32
   // frames, no residue), whatever the codec; the first dense_warmup_steps
@@ -186,7 +191,10 @@ struct TrainSummary {
   int64_t steps_per_epoch = 0;
   double lr = 0;
   uint64_t seed = 0;
-  std::string bin_size;  // "per-layer (conv 50, fc/lstm/other 500)" or the value
+  std::string bin_size;      // "per-layer (conv 50, fc/lstm/other 500)" or the value
+  std::string bin_schedule;  // BinSchedule::ToString(): "fixed" or the schedule; "n/a" without bins
+  // Adaptive schedule: steps x tensors that were sent lightened.
+  int64_t lightened_tensor_steps = 0;
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
   int64_t lr_warmup_steps = 0;                      // as in TrainOptions
@@ -230,7 +238,6 @@ struct TrainSummary {
   bool replicas_identical = false;
   // SHA-256 of every learner's compressor states and optimizer state.
   std::vector<std::string> learner_state_sha256;
-  std::vector<float> weights;  // rank 0's final weights (test hook keep_weights only)
   std::vector<EpochMetrics> epoch_metrics;
   bool stopped_early = false;  // test hook stop_after_steps hit
   // With stop_at_accuracy: the step and the training seconds (steps only,

@@ -18,15 +18,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <limits>
 #include <memory>
-#include <thread>
+#include <optional>
 
 #include "adacomp/exchange.h"
+#include "adacomp/schedule.h"
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
@@ -38,7 +36,9 @@
 #include "run_checkpoint.h"
 #include "run_log.h"
 #include "sha256.h"
+#include "step_hooks.h"
 #include "summary.h"
+#include "tensor_plan.h"
 #include "totals.h"
 
 namespace adacomp::train {
@@ -59,6 +59,7 @@ class Learner {
           std::shared_ptr<const Data> data, Gate* gate)
       : o_(o),
         hooks_(hooks),
+        step_hooks_(hooks_, comm.rank()),
         comm_(comm),
         data_(std::move(data)),
         gate_(gate),
@@ -74,7 +75,11 @@ class Learner {
   std::vector<uint8_t> OwnState() const;
   Status LoadOwnState(std::span<const uint8_t> bytes);
   Status DoStep(int64_t step, StepMetrics* m);
-  void TestHookNote(const char* what, int64_t step) const;
+  // The schedule's bin sizes for step `step` into the compressors (and the
+  // adaptive part told of an lr drop); no-op without a schedule.
+  Status ScheduleBinSizes(int64_t epoch, int64_t step);
+  // The adaptive part shown the averaged gradient of a step.
+  void ObserveAveraged(int64_t step);
   // This learner's gradient L2 norm over all tensors (grad_spans_); with
   // --clip-grad-norm it then scales the gradients so that the norm is at
   // most o_.clip_grad_norm (a non-finite norm leaves them for the NaN
@@ -112,6 +117,7 @@ class Learner {
 
   TrainOptions o_;
   TrainTestHooks hooks_;
+  StepHooks step_hooks_;
   Communicator& comm_;
   std::shared_ptr<const Data> data_;
   Gate* gate_;
@@ -126,7 +132,10 @@ class Learner {
   std::unique_ptr<LocalOptimizer> local_;
   std::vector<bool> local_on_;  // per tensor: its moments are in local_ (all, or by type)
   std::vector<std::vector<float>> residue_before_;
-  std::vector<uint32_t> bin_sizes_;  // per tensor; 0 where the tensor is not binned
+  TensorPlan plan_;
+  std::vector<uint32_t> bin_sizes_;  // per tensor, this step's; 0 where the tensor is not binned
+  std::optional<BinScheduler> scheduler_;  // --ramp-steps / --adapt-threshold
+  int64_t lightened_ = 0;                  // tensor-steps sent lightened
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
   std::vector<std::span<const float>> grad_spans_;
@@ -180,55 +189,35 @@ Status Learner::Setup() {
   ADACOMP_RETURN_IF_ERROR(comm_.Broadcast(w, 0));
   ADACOMP_RETURN_IF_ERROR(SetWeights(w, "rank 0's initial weights"));
 
-  // One compressor per tensor, seeded per run, learner and tensor.
-  // --dense-below: small tensors go as dense frames; --dense-warmup-steps: a
+  // One compressor per tensor (tensor_plan.h); --dense-warmup-steps: a
   // second, all-dense exchange (the ring all-reduce) for the first steps.
-  std::vector<ExchangeTensor> tensors, dense_tensors;
-  for (size_t t = 0; t < model_.params.size(); ++t) {
-    const Param& p = model_.params[t];
+  std::vector<TensorSpec> specs;
+  for (const Param& p : model_.params) {
     present_[static_cast<int>(p.type)] = true;
-    ExchangeTensor x;
-    x.name = p.name;
-    x.elements = static_cast<uint64_t>(p.elements);
-    x.codec = o_.codec;
-    if (o_.codec.codec != Codec::kDense && p.elements <= o_.dense_below) {
-      x.codec = CodecConfig{};
-      x.codec.codec = Codec::kDense;
-    }
-    const bool binned = x.codec.codec == Codec::kAdaComp;
-    bin_sizes_.push_back(binned ? BinSizeFor(o_, p.type) : 0);
-    x.codec.bin_size = binned ? bin_sizes_.back() : x.codec.bin_size;
-    x.codec.seed = MixSeed(MixSeed(o_.codec.seed ^ o_.seed, static_cast<uint64_t>(rank_)), t);
-    ExchangeTensor d = x;
-    d.codec = CodecConfig{};
-    d.codec.codec = Codec::kDense;
-    tensors.push_back(std::move(x));
-    dense_tensors.push_back(std::move(d));
+    specs.push_back({p.name, p.elements, p.type});
   }
-  ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, std::move(tensors)));
+  plan_ = PlanTensors(o_, specs, rank_);
+  bin_sizes_ = plan_.bin_sizes;
+  ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, plan_.exchange));
   if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
-    ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_,
-                             GradientExchange::Create(comm_, std::move(dense_tensors)));
+    ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }
+  if (o_.bin_schedule.enabled()) scheduler_.emplace(o_.bin_schedule, plan_.bin_sizes);
   if (o_.local_optimizer) {
     // The moments live on each learner; the averaged step is applied as it
     // is (plain SGD, no momentum). With --local-optimizer-types, for those
     // types' tensors only; the others keep the paper's optimizer.
-    std::vector<size_t> sizes;
-    bool any = false, all = true;
-    for (const Param& p : model_.params) {
-      const bool on = LocalOptimizerFor(o_, p.type);
-      local_on_.push_back(on);
-      any = any || on;
-      all = all && on;
-      sizes.push_back(on ? static_cast<size_t>(p.elements) : 0);
-    }
-    if (!any) {
+    local_on_ = plan_.local;
+    if (!plan_.any_local()) {
       return Status::InvalidArgument(std::string("--local-optimizer-types: ") +
                                      std::string(ModelName(o_.model)) +
                                      " has no tensor of those layer types");
     }
-    if (all) {
+    std::vector<size_t> sizes;
+    for (size_t t = 0; t < model_.params.size(); ++t) {
+      sizes.push_back(local_on_[t] ? static_cast<size_t>(model_.params[t].elements) : 0);
+    }
+    if (plan_.all_local()) {
       TrainOptions plain = o_;
       plain.optimizer = Optimizer::kSgd;
       plain.momentum = 0;
@@ -304,34 +293,42 @@ std::string Learner::StateDigest() const {
   h.Update(CompressorStates(*exchange_));
   h.Update(optimizer_->State());
   if (local_) h.Update(local_->Save());
+  if (scheduler_ && o_.bin_schedule.adaptive()) h.Update(scheduler_->Save());
   return h.HexDigest();
 }
 
-// This learner's own state in a checkpoint: its compressors' states, and
-// with --local-optimizer its moments after them (the fingerprint
-// says which, so a checkpoint is never read the other way).
+// This learner's own state in a checkpoint: its compressors' states, with
+// --local-optimizer its moments after them, with the adaptive schedule its
+// windows last (the fingerprint says which, so a checkpoint is never read
+// the other way).
 std::vector<uint8_t> Learner::OwnState() const {
-  if (!local_) return CompressorStates(*exchange_);
+  const bool windows = scheduler_ && o_.bin_schedule.adaptive();
+  if (!local_ && !windows) return CompressorStates(*exchange_);
   ByteWriter w;
   w.PutBytes(CompressorStates(*exchange_));
-  w.PutBytes(local_->Save());
+  if (local_) w.PutBytes(local_->Save());
+  if (windows) w.PutBytes(scheduler_->Save());
   return std::move(w.bytes);
 }
 
 Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
-  if (!local_) return LoadCompressorStates(bytes, rank_, *exchange_);
-  ByteReader r(bytes, "checkpoint: state of learner " + std::to_string(rank_));
-  std::span<const uint8_t> compressors, moments;
+  const bool windows = scheduler_ && o_.bin_schedule.adaptive();
+  if (!local_ && !windows) return LoadCompressorStates(bytes, rank_, *exchange_);
+  const std::string what = "checkpoint: state of learner " + std::to_string(rank_);
+  ByteReader r(bytes, what);
+  std::span<const uint8_t> compressors, moments, schedule;
   ADACOMP_RETURN_IF_ERROR(r.GetBytes(&compressors));
-  ADACOMP_RETURN_IF_ERROR(r.GetBytes(&moments));
-  if (!r.AtEnd()) {
-    return Status::Corruption("checkpoint: state of learner " + std::to_string(rank_) +
-                              " has trailing bytes");
-  }
+  if (local_) ADACOMP_RETURN_IF_ERROR(r.GetBytes(&moments));
+  if (windows) ADACOMP_RETURN_IF_ERROR(r.GetBytes(&schedule));
+  if (!r.AtEnd()) return Status::Corruption(what + " has trailing bytes");
   // As with the weights and the optimizer state before it, a failure here
   // fails the resume, and the run with it.
   ADACOMP_RETURN_IF_ERROR(LoadCompressorStates(compressors, rank_, *exchange_));
-  return local_->Load(moments, "checkpoint: learner " + std::to_string(rank_));
+  if (local_) {
+    ADACOMP_RETURN_IF_ERROR(local_->Load(moments, "checkpoint: learner " + std::to_string(rank_)));
+  }
+  if (windows) ADACOMP_RETURN_IF_ERROR(scheduler_->Load(schedule));
+  return Status::OK();
 }
 
 Status Learner::SaveCheckpoint() {
@@ -381,14 +378,33 @@ double Learner::GradNormThenClip() {
   return norm;
 }
 
-// Failure-test hooks say what they do and when (wall clock, seconds since the
-// epoch), so a test can measure how long the job takes to stop.
-void Learner::TestHookNote(const char* what, int64_t step) const {
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::fprintf(stderr, "adacomp: test hook: learner %d %s at step %lld (t=%.3f)\n", rank_, what,
-               static_cast<long long>(step), now);
-  std::fflush(stderr);
+Status Learner::ScheduleBinSizes(int64_t epoch, int64_t step) {
+  if (!scheduler_) return Status::OK();
+  if (step > 0 && LrAt(epoch, step) < LrAt((step - 1) / steps_per_epoch_, step - 1)) {
+    scheduler_->LrDropped(step);
+  }
+  for (size_t k = 0; k < exchange_->compressors(); ++k) {
+    const uint32_t size = scheduler_->BinSize(k, step);
+    if (size == 0) continue;
+    if (scheduler_->Lightened(k, step)) ++lightened_;
+    if (size == bin_sizes_[k]) continue;
+    ADACOMP_RETURN_IF_ERROR(exchange_->compressor(k).SetBinSize(size));
+    bin_sizes_[k] = size;
+  }
+  return Status::OK();
+}
+
+void Learner::ObserveAveraged(int64_t step) {
+  if (!scheduler_ || !o_.bin_schedule.adaptive()) return;
+  std::vector<double> norms(exchange_->tensors());
+  for (size_t k = 0; k < norms.size(); ++k) {
+    double sum = 0;  // a plain loop in double: the same on every learner
+    const float* a = agg_.data() + exchange_->offset(k);
+    for (size_t j = 0; j < exchange_->tensor(k).elements; ++j)
+      sum += static_cast<double>(a[j]) * a[j];
+    norms[k] = std::sqrt(sum);
+  }
+  scheduler_->Observe(step, norms);
 }
 
 Status Learner::DoStep(int64_t step, StepMetrics* m) {
@@ -405,25 +421,12 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   m->lr = lr;
   auto step_start = Clock::now();
   Timing t;
-  if (rank_ == hooks_.kill_rank && step == hooks_.kill_at_step) {
-    if (hooks_.kill_stops) {
-      TestHookNote("stops itself (SIGSTOP)", step);
-      std::raise(SIGSTOP);
-    } else {
-      TestHookNote("kills itself (SIGKILL)", step);
-      std::raise(SIGKILL);
-    }
-  }
+  step_hooks_.AtStepStart(step);
 
   // Compute this learner's gradient.
   double loss_value = 0;
   {
-    double slept = 0;  // a straggler's sleep counts as its compute
-    if (rank_ == hooks_.slow_rank) {
-      auto ts = Clock::now();
-      std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.slow_ms));
-      slept = Since(ts);
-    }
+    const double slept = step_hooks_.Straggle();  // counts as compute
     GateHold hold(gate_);
     auto t0 = Clock::now();
     torch::Tensor x, y;
@@ -437,12 +440,9 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     for (size_t k = 0; k < model_.params.size(); ++k) {
       auto& p = model_.params[k];
       if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = torch::zeros_like(p.tensor);
-      for (const auto& inj : hooks_.inject_nan) {
-        if (inj.step == step && inj.learner == rank_ && inj.tensor == static_cast<int>(k)) {
-          p.tensor.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
-        }
-      }
       auto g = p.tensor.grad();
+      step_hooks_.Poison(step, k,
+                         std::span<float>(g.data_ptr<float>(), static_cast<size_t>(g.numel())));
       grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
     // Only rank 0's norm is reported: the others measure it only to clip.
@@ -454,13 +454,8 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   // every learner's gradient into agg_.
   const bool warmup = warmup_exchange_ && step < o_.dense_warmup_steps;
   GradientExchange& exchange = warmup ? *warmup_exchange_ : *exchange_;
-  if (rank_ == hooks_.corrupt_rank && step == hooks_.corrupt_at_step) {
-    exchange.SetSendHook([this, step](std::vector<uint8_t>& message) {
-      if (message.empty()) return;
-      TestHookNote("flips one byte of its message", step);
-      message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
-    });
-  }
+  if (!warmup) ADACOMP_RETURN_IF_ERROR(ScheduleBinSizes(epoch, step));
+  step_hooks_.ArmCorruption(step, exchange);
   if (local_) {
     // --local-optimizer: the compressors get this learner's own step.
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
@@ -501,6 +496,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     return Status::OK();
   }
   consecutive_bad_ = 0;
+  if (!warmup) ObserveAveraged(step);
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
@@ -585,10 +581,10 @@ Status Learner::Evaluate(double* accuracy, double* loss) {
   ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(w.bytes, &all));
   double c = 0, l = 0, k = 0;
   for (int r = 0; r < p_; ++r) {
-    auto s = all.rank(r);
-    if (s.size() != 24) return Status::Internal("bad evaluation message");
+    ByteReader rd(all.rank(r), "evaluation message of learner " + std::to_string(r));
     double v[3];
-    std::memcpy(v, s.data(), 24);
+    for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
+    if (!rd.AtEnd()) return Status::Corruption("evaluation message has trailing bytes");
     c += v[0];
     l += v[1];
     k += v[2];
@@ -697,38 +693,32 @@ Result<TrainSummary> Learner::Run() {
   ADACOMP_RETURN_IF_ERROR(
       GatherReports(comm_, mine, steps_done_ - std::max<int64_t>(resumed_from_, 0), &s));
   FillSettings(o_, &s);
-  s.data = data_->description;
-  s.steps = steps_done_;
-  s.skipped_steps = skipped_;
-  s.resumed_from_step = resumed_from_;
-  s.steps_per_epoch = steps_per_epoch_;
-  s.epochs = static_cast<double>(steps_done_) / static_cast<double>(steps_per_epoch_);
-  if (!warmup_exchange_) s.dense_warmup_steps = 0;
-  for (size_t k = 0; k < exchange_->tensors(); ++k) {
-    const Codec c = exchange_->tensor(k).codec.codec;
-    if (c == Codec::kDense && o_.codec.codec != Codec::kDense) ++s.dense_tensors;
-  }
-  for (const auto& p : model_.params) s.parameters += p.elements;
-  s.tensors = static_cast<int64_t>(model_.params.size());
-  s.train_examples = data_->train_count;
-  s.test_examples = data_->test_count;
-  s.final_train_loss = last_window_loss_;
-  run_totals_.Rates(present_, s.rate, &s.end_to_end_rate);
-  run_totals_.SelectedPerBin(s.selected_per_bin);
-  s.bytes_sent = run_totals_.WireAll();
-  s.dense_bytes = run_totals_.DenseAll();
-  s.wall_seconds = Since(run_start);
-  int64_t ran = steps_done_ - std::max<int64_t>(resumed_from_, 0);
-  s.seconds_per_step = ran > 0 ? s.wall_seconds / static_cast<double>(ran) : 0;
-  s.weights_sha256 = digest;
-  s.epoch_metrics = epochs_;
-  s.stopped_early = stopped_early;
-  s.reached_accuracy_step = reached_step_;
-  s.reached_accuracy_seconds = reached_step_ >= 0 ? epochs_.back().train_seconds : -1;
-  if (hooks_.keep_weights) {
+  RunFacts f;
+  f.data = data_->description;
+  f.steps_done = steps_done_;
+  f.skipped = skipped_;
+  f.resumed_from = resumed_from_;
+  f.steps_per_epoch = steps_per_epoch_;
+  f.dense_warmup_ran = warmup_exchange_ != nullptr;
+  f.dense_tensors = plan_.dense_tensors;
+  for (const auto& p : model_.params) f.parameters += p.elements;
+  f.tensors = static_cast<int64_t>(model_.params.size());
+  f.train_examples = data_->train_count;
+  f.test_examples = data_->test_count;
+  f.lightened_tensor_steps = lightened_;
+  f.final_train_loss = last_window_loss_;
+  f.totals = run_totals_;
+  std::copy(std::begin(present_), std::end(present_), std::begin(f.present));
+  f.wall_seconds = Since(run_start);
+  f.weights_sha256 = digest;
+  f.epochs = epochs_;
+  f.stopped_early = stopped_early;
+  f.reached_step = reached_step_;
+  FillRunSummary(f, &s);
+  if (hooks_.weights_out && rank_ == 0) {
     auto bytes = WeightsBytes();
-    s.weights.resize(bytes.size() / sizeof(float));
-    std::memcpy(s.weights.data(), bytes.data(), bytes.size());
+    hooks_.weights_out->resize(bytes.size() / sizeof(float));
+    std::memcpy(hooks_.weights_out->data(), bytes.data(), bytes.size());
   }
   return s;
 }

@@ -86,6 +86,12 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   if (o.local_optimizer_types == kAllTypes) o.local_optimizer_types = 0;  // every tensor
   Status codec_ok = o.codec.Validate();
   if (!codec_ok.ok()) return bad(codec_ok.message());
+  if (o.bin_schedule.enabled() && o.codec.codec != Codec::kAdaComp) {
+    return bad("a bin-size schedule (--ramp-steps, --adapt-threshold) needs --codec adacomp, not " +
+               std::string(CodecName(o.codec.codec)));
+  }
+  Status schedule_ok = o.bin_schedule.Validate();
+  if (!schedule_ok.ok()) return bad("bin-size schedule: " + schedule_ok.message());
   return o;
 }
 
@@ -116,6 +122,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.lr_warmup_steps > 0) s << ";lr_warmup=" << o.lr_warmup_steps;
   if (o.local_optimizer) s << ";local_optimizer=1";
   if (o.local_optimizer_types) s << ";local_types=" << o.local_optimizer_types;
+  if (o.bin_schedule.enabled()) s << ";bin_schedule=" << o.bin_schedule.ToString();
   return s.str();
 }
 

@@ -76,6 +76,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->lr = o.lr;
   s->seed = o.seed;
   s->bin_size = adacomp ? BinSizeText(o) : "n/a";
+  s->bin_schedule = adacomp ? o.bin_schedule.ToString() : "n/a";
   s->dense_below = o.dense_below;
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
   s->clip_grad_norm = o.clip_grad_norm;
@@ -86,6 +87,36 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
     const auto type = static_cast<LayerType>(t);
     if (LocalOptimizerFor(o, type)) s->local_optimizer_types.emplace_back(LayerTypeName(type));
   }
+}
+
+void FillRunSummary(const RunFacts& f, TrainSummary* s) {
+  s->data = f.data;
+  s->steps = f.steps_done;
+  s->skipped_steps = f.skipped;
+  s->resumed_from_step = f.resumed_from;
+  s->steps_per_epoch = f.steps_per_epoch;
+  s->epochs = static_cast<double>(f.steps_done) / static_cast<double>(f.steps_per_epoch);
+  if (!f.dense_warmup_ran) s->dense_warmup_steps = 0;
+  s->dense_tensors = f.dense_tensors;
+  s->parameters = f.parameters;
+  s->tensors = f.tensors;
+  s->train_examples = f.train_examples;
+  s->test_examples = f.test_examples;
+  s->lightened_tensor_steps = f.lightened_tensor_steps;
+  s->final_train_loss = f.final_train_loss;
+  f.totals.Rates(f.present, s->rate, &s->end_to_end_rate);
+  f.totals.SelectedPerBin(s->selected_per_bin);
+  s->bytes_sent = f.totals.WireAll();
+  s->dense_bytes = f.totals.DenseAll();
+  s->wall_seconds = f.wall_seconds;
+  const int64_t ran = f.steps_done - std::max<int64_t>(f.resumed_from, 0);
+  s->seconds_per_step = ran > 0 ? f.wall_seconds / static_cast<double>(ran) : 0;
+  s->weights_sha256 = f.weights_sha256;
+  s->epoch_metrics = f.epochs;
+  s->stopped_early = f.stopped_early;
+  s->reached_accuracy_step = f.reached_step;
+  s->reached_accuracy_seconds =
+      f.reached_step >= 0 && !f.epochs.empty() ? f.epochs.back().train_seconds : -1;
 }
 
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "adacomp/communicator.h"
 #include "adacomp/status.h"
 #include "adacomp/trainer.h"
+#include "totals.h"
 
 namespace adacomp::train {
 
@@ -35,6 +37,28 @@ void FillSettings(const TrainOptions& o, TrainSummary* s);
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,
                       const std::string& data, int64_t train_examples, int64_t test_examples,
                       int64_t total_steps, int64_t steps_per_epoch);
+
+// What a learner knows of its run at its end, for the summary.
+struct RunFacts {
+  std::string data;  // the data set's description
+  int64_t steps_done = 0, skipped = 0, resumed_from = -1, steps_per_epoch = 1;
+  bool dense_warmup_ran = false;  // a dense warm-up exchange existed
+  int64_t dense_tensors = 0, parameters = 0, tensors = 0;
+  int64_t train_examples = 0, test_examples = 0;
+  int64_t lightened_tensor_steps = 0;
+  double final_train_loss = 0, wall_seconds = 0;
+  Totals totals;                       // over the steps of this process's run
+  bool present[kLayerTypeCount] = {};  // the model's layer types
+  std::string weights_sha256;          // this learner's final weights
+  std::vector<EpochMetrics> epochs;    // every evaluation
+  bool stopped_early = false;
+  int64_t reached_step = -1;  // stop_at_accuracy reached here; -1 = not
+};
+
+// The run's own figures into s (counts, rates, bytes, time per step, the
+// evaluations, time to accuracy); the settings come from FillSettings and
+// the learners' agreement from GatherReports.
+void FillRunSummary(const RunFacts& f, TrainSummary* s);
 
 Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t steps_ran,
                      TrainSummary* s);

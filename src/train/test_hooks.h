@@ -25,7 +25,10 @@ struct NanInjection {
 struct TrainTestHooks {
   std::vector<NanInjection> inject_nan;
   int64_t stop_after_steps = 0;  // > 0: return after this many steps (simulates a kill)
-  bool keep_weights = false;     // fill TrainSummary::weights
+  // Rank 0's final weights, in model order, go into *weights_out when it is
+  // set; keep_weights asks the trainer tests' Run() helper to set it.
+  bool keep_weights = false;
+  std::vector<float>* weights_out = nullptr;
   // Learner kill_rank raises SIGKILL (ending its whole process) as it starts
   // the 0-based step kill_at_step. Learner corrupt_rank flips one byte of its
   // compressed message of the 0-based step corrupt_at_step after encoding it,

@@ -121,6 +121,8 @@ std::string TrainSummary::ToJson() const {
   j["lr"] = lr;
   j["seed"] = seed;
   j["bin_size"] = bin_size;
+  j["bin_schedule"] = bin_schedule;
+  j["lightened_tensor_steps"] = lightened_tensor_steps;
   j["slowest_learner"] = slowest_learner;
   j["learner_seconds"] = json::array();
   for (const auto& v : learner_seconds) {

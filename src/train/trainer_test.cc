@@ -58,11 +58,18 @@ class TrainerTest : public ::testing::Test {
     return o;
   }
 
-  TrainSummary Run(const TrainOptions& o, const TrainTestHooks& hooks = {}) {
+  // A run's summary, and rank 0's final weights when the hooks ask for them
+  // (keep_weights).
+  struct RunResult : TrainSummary {
+    std::vector<float> weights;
+  };
+  RunResult Run(const TrainOptions& o, TrainTestHooks hooks = {}) {
+    RunResult out;
+    if (hooks.keep_weights) hooks.weights_out = &out.weights;
     auto r = Train(o, hooks);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return TrainSummary();
-    return std::move(r).value();
+    if (r.ok()) static_cast<TrainSummary&>(out) = std::move(r).value();
+    return out;
   }
 
   static TempDir* data_;
@@ -263,9 +270,9 @@ TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
   o.steps = 5;
   TrainTestHooks keep;
   keep.keep_weights = true;
-  TrainSummary four = Run(o, keep);
+  RunResult four = Run(o, keep);
   o.learners = 1;
-  TrainSummary one = Run(o, keep);
+  RunResult one = Run(o, keep);
   ASSERT_EQ(four.weights.size(), one.weights.size());
   ASSERT_FALSE(one.weights.empty());
   double max_diff = 0, max_abs = 0;
@@ -293,11 +300,11 @@ TEST_F(TrainerTest, DenseFp16IsAHalfByteRingAndTheWireBytesAreReported) {
   o.steps = 4;
   TrainTestHooks keep;
   keep.keep_weights = true;
-  TrainSummary f32 = Run(o, keep);
+  RunResult f32 = Run(o, keep);
   o.codec.values = ValueMode::kFp16;
   std::vector<StepMetrics> steps;
   o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
-  TrainSummary f16 = Run(o, keep);
+  RunResult f16 = Run(o, keep);
   EXPECT_TRUE(f16.replicas_identical);
   EXPECT_EQ(f16.values, "fp16");
   EXPECT_NE(f16.weights_sha256, f32.weights_sha256);
@@ -843,7 +850,7 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   local.local_optimizer = true;
   TrainOptions fc = local;
   fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
-  const TrainSummary d = Run(paper, keep), l = Run(local, keep), m = Run(fc, keep);
+  const RunResult d = Run(paper, keep), l = Run(local, keep), m = Run(fc, keep);
   EXPECT_EQ(m.local_optimizer_types, std::vector<std::string>{"fc"});
   EXPECT_EQ(l.local_optimizer_types.size(), 4u);
   // mnist-cnn on 28 x 28 images: conv1, conv2, fc1, fc2, each weight then
@@ -1012,6 +1019,82 @@ TEST_F(TrainerTest, TheSummaryNamesTheSlowestLearner) {
     EXPECT_GT(s.learner_seconds[static_cast<size_t>(r)][2], s.learner_seconds[2][2] + 0.2) << r;
   }
   EXPECT_EQ(s.weights_sha256, Run(Base()).weights_sha256);  // slower, not different
+}
+
+}  // namespace
+}  // namespace adacomp
+
+namespace adacomp {
+namespace {
+
+class ScheduleTrainerTest : public TrainerTest {};
+
+// The bin-size schedule in the trainer: a ramp sends more bytes early and
+// changes the run; a ramp that starts at the target is the fixed run bit
+// for bit; a run resumed in the middle of the ramp, with the adaptive part
+// on, equals the uninterrupted run (weights, every learner's state, bytes).
+TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
+  TrainOptions o = Base();
+  o.steps = 12;
+  std::vector<StepMetrics> fixed_steps, ramp_steps;
+  o.log_every = 1;
+  o.on_step = [&](const StepMetrics& m) { fixed_steps.push_back(m); };
+  const TrainSummary fixed = Run(o);
+  EXPECT_EQ(fixed.bin_schedule, "fixed");
+
+  TrainOptions ramp = o;
+  ramp.bin_schedule.ramp_steps = 8;
+  ramp.bin_schedule.ramp_start = 4;
+  ramp.bin_schedule.ramp_stages = 2;
+  ramp.on_step = [&](const StepMetrics& m) { ramp_steps.push_back(m); };
+  const TrainSummary ramped = Run(ramp);
+  EXPECT_TRUE(ramped.replicas_identical);
+  EXPECT_NE(ramped.weights_sha256, fixed.weights_sha256);
+  EXPECT_NE(ramped.bin_schedule.find("ramp 4"), std::string::npos) << ramped.bin_schedule;
+  ASSERT_EQ(ramp_steps.size(), fixed_steps.size());
+  // Bins of 4 (then ~14/45) send far more elements than bins of 50/500.
+  EXPECT_GT(ramp_steps[0].bytes_sent, 2 * fixed_steps[0].bytes_sent);
+  EXPECT_GT(ramped.bytes_sent, fixed.bytes_sent);
+
+  TrainOptions at_target = o;  // the ramp's start at every target: nothing changes
+  at_target.on_step = nullptr;
+  at_target.bin_schedule.ramp_steps = 8;
+  at_target.bin_schedule.ramp_start = 500;
+  at_target.bin_schedule.ramp_stages = 2;
+  EXPECT_EQ(Run(at_target).weights_sha256, fixed.weights_sha256);
+
+  TrainOptions both = ramp;
+  both.on_step = nullptr;
+  both.bin_schedule.adapt_threshold = 0.05;
+  both.bin_schedule.adapt_window = 2;
+  both.bin_schedule.adapt_hold = 3;
+  const TrainSummary full = Run(both);
+  EXPECT_GT(full.lightened_tensor_steps, 0);
+  TempDir ckpt("ckpt-schedule");
+  TrainOptions first = both;
+  first.checkpoint_dir = ckpt.Path();
+  first.checkpoint_every = 5;
+  TrainTestHooks stop;
+  stop.stop_after_steps = 7;  // the checkpoint of step 5 is in the ramp's second stage
+  EXPECT_TRUE(Run(first, stop).stopped_early);
+  TrainOptions second = both;
+  second.checkpoint_dir = ckpt.Path();
+  second.resume = true;
+  const TrainSummary resumed = Run(second);
+  EXPECT_EQ(resumed.resumed_from_step, 5);
+  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
+  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  EXPECT_EQ(resumed.bytes_sent, full.bytes_sent);
+  // A checkpoint of the fixed run is not resumed under a schedule.
+  TrainOptions other = o;
+  other.on_step = nullptr;
+  other.checkpoint_dir = ckpt.Path();
+  other.resume = true;
+  EXPECT_FALSE(Train(other).ok());
+  // A schedule with another codec is refused.
+  TrainOptions topk = ramp;
+  topk.codec.codec = Codec::kTopK;
+  EXPECT_FALSE(Train(topk).ok());
 }
 
 }  // namespace

@@ -328,6 +328,10 @@ int RunTrain(TrainArgs& a) {
   std::printf("  codec            %s%s%s\n", s.codec.c_str(),
               s.values.empty() ? "" : (" (" + s.values + ")").c_str(),
               s.codec == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
+  if (s.codec == "adacomp" && s.bin_schedule != "fixed") {
+    std::printf("  bin schedule     %s (%lld tensor-steps lightened)\n", s.bin_schedule.c_str(),
+                static_cast<long long>(s.lightened_tensor_steps));
+  }
   if (s.dense_tensors > 0 || s.dense_warmup_steps > 0) {
     std::printf("  sent dense       %lld tensors of at most %lld elements%s\n",
                 static_cast<long long>(s.dense_tensors), static_cast<long long>(s.dense_below),
@@ -487,6 +491,20 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--bin-sizes", args->bin_sizes,
                   "AdaComp L_T per layer type, e.g. conv=50,fc=500,lstm=100,other=500 (types "
                   "left out keep --bin-size or the default)");
+  BinSchedule& bs = o.bin_schedule;
+  app->add_option("--ramp-steps", bs.ramp_steps,
+                  "AdaComp bin-size ramp: over the first N steps L_T climbs from --ramp-start "
+                  "to each tensor's L_T in --ramp-stages geometric stages; 0 = off (fixed L_T)");
+  app->add_option("--ramp-start", bs.ramp_start, "the ramp's first L_T")->capture_default_str();
+  app->add_option("--ramp-stages", bs.ramp_stages, "the ramp's stages")->capture_default_str();
+  app->add_option("--adapt-threshold", bs.adapt_threshold,
+                  "adaptive bin size: a tensor whose averaged-gradient norm (mean over "
+                  "--adapt-window steps) changed by this fraction, and every tensor after an "
+                  "lr drop, is sent at --adapt-bin-size for --adapt-hold steps; 0 = off");
+  app->add_option("--adapt-window", bs.adapt_window, "steps per window")->capture_default_str();
+  app->add_option("--adapt-hold", bs.adapt_hold, "steps lightened")->capture_default_str();
+  app->add_option("--adapt-bin-size", bs.adapt_bin_size, "the light L_T (0 = --ramp-start)")
+      ->capture_default_str();
   app->add_option("--dense-below", o.dense_below,
                   "send tensors of at most this many elements dense (float32 frames, no "
                   "residue) whatever the codec; 0 = off");
