@@ -126,6 +126,14 @@ def layer_type_list(text):
     return out
 
 
+def sync_buffers(model):
+    """Rank 0's buffers (BatchNorm statistics) on every rank. DDP broadcasts them at the
+    start of each forward, so after a training forward each rank has its own; before an
+    evaluation, a checkpoint or a digest, make them what the next forward would."""
+    for b in model.buffers():
+        dist.broadcast(b, 0)
+
+
 def weights_digest(model):
     """SHA-256 of every tensor of the model's state_dict (parameters and buffers), in order."""
     h = hashlib.sha256()
@@ -227,6 +235,14 @@ def check_common_args(ap, args):
                 raise ValueError
         except ValueError:
             ap.error(f"--resume takes a step number or nothing, not {args.resume!r}")
+    if args.resume and args.hook == "powersgd":
+        # PowerSGD's error feedback and warm-started P and Q are flat tensors in the order
+        # of the gradients in DDP's bucket, and a new DDP uses another order in its first
+        # step (before it rebuilds its buckets in the order gradients became ready), so a
+        # restored PowerSGDState would not continue the run bit for bit.
+        ap.error("--resume is not supported with --hook powersgd: torch's PowerSGD state is "
+                 "laid out by DDP's bucket order, which a new DDP changes after its first "
+                 "step, so the resumed run would not match the uninterrupted one")
     if args.timeout_s <= 0:
         ap.error("--timeout-s must be positive")
     if (args.kill_rank >= 0) != (args.kill_at_step >= 0):
@@ -389,21 +405,11 @@ class CommHook:
         return out
 
     def state_dict(self):
-        if self.state is not None:
-            return {"adacomp": self.state.state_dict()}
-        if self.psgd is not None:
-            # PowerSGDState pickles itself without its process group (torch's __getstate__):
-            # error feedback, the warm-started P and Q, its generator and iteration count.
-            return {"powersgd": {k: getattr(self.psgd, k) for k in self.psgd.__slots__
-                                 if k != "process_group"}}
-        return {}
+        return {"adacomp": self.state.state_dict()} if self.state is not None else {}
 
     def load_state_dict(self, d):
         if self.state is not None:
             self.state.load_state_dict(d["adacomp"])
-        elif self.psgd is not None:
-            for k, v in d["powersgd"].items():
-                setattr(self.psgd, k, v)
 
 
 def ddp_wrap(model, args):
@@ -484,6 +490,7 @@ class Run:
 
         def evaluate(at):
             t = time.time()
+            sync_buffers(model)
             ev = task.evaluate(model, args, self.rank, self.world)
             ev.update(step=at, wall_s=wall(), eval_s=time.time() - t)
             history["evals"].append(ev)
@@ -563,6 +570,7 @@ class Run:
                     evaluate(step)
                 if args.checkpoint_dir and (step == stop or (
                         args.checkpoint_every and step % args.checkpoint_every == 0)):
+                    sync_buffers(model)
                     self._save_checkpoint(step, model, opt, sched, hook,
                                           dict(history, wall_before_s=wall()))
             if not history["evals"] or history["evals"][-1]["step"] != step:
@@ -572,6 +580,7 @@ class Run:
             if link0 is not None and link1 is not None:
                 link[0], link[1], link[2] = link1[0] - link0[0], link1[1] - link0[1], timed_steps
             dist.all_reduce(link)
+            sync_buffers(model)
             digests = [None] * self.world
             dist.all_gather_object(digests, weights_digest(model))
         except RuntimeError as e:

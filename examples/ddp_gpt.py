@@ -76,8 +76,8 @@ class CausalSelfAttention(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        mask = torch.ones(context, context, dtype=torch.bool).tril()
-        self.register_buffer("mask", mask, persistent=False)
+        # A plain attribute, not a buffer: DDP would broadcast a buffer, and Gloo has no bool.
+        self.mask = torch.ones(context, context, dtype=torch.bool).tril()
 
     def forward(self, x):
         b, t, d = x.shape

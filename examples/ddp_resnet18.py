@@ -52,10 +52,14 @@ rank's SHA-256 of its weights (replicas must be bit-identical).
 
 Checkpoints (--checkpoint-dir, --checkpoint-every N, --resume [STEP]): one file
 per rank and step with the model (BatchNorm statistics included), optimiser and
-scheduler state, the data position (the step), torch's generator and the hook's
-state (AdaComp residues; PowerSGD's error feedback, P/Q memories and
-generator), so a resumed run reaches the same weights as the uninterrupted one,
-bit for bit.
+scheduler state, the data position (the step), torch's generator and the
+AdaComp hook's state_dict() (residues), so a resumed run reaches the same
+weights as the uninterrupted one, bit for bit (BatchNorm statistics are rank 0's,
+as DDP's next forward would make them). --resume refuses --hook powersgd:
+torch's PowerSGDState keeps its error feedback and warm-started P and Q as flat
+tensors in the order of DDP's bucket, which a new DDP changes after its first
+step (a restored state was measured to diverge), so it could not continue bit
+for bit. none and fp16 carry no state.
 
 A rank that dies or freezes makes the others stop after at most --timeout-s
 seconds (the Gloo process-group timeout, default 60) with a message naming the
