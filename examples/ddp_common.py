@@ -134,13 +134,18 @@ def sync_buffers(model):
         dist.broadcast(b, 0)
 
 
-def weights_digest(model):
-    """SHA-256 of every tensor of the model's state_dict (parameters and buffers), in order."""
+def state_digest(state_dict):
+    """SHA-256 of the names and bytes of every tensor of a model's state_dict, in order."""
     h = hashlib.sha256()
-    for name, t in model.state_dict().items():
+    for name, t in state_dict.items():
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def weights_digest(model):
+    """state_digest of the model's parameters and buffers."""
+    return state_digest(model.state_dict())
 
 
 class WarmupCosine:
@@ -288,6 +293,12 @@ def _worker(rank, task, args, from_env):
     # Every rank gets here before any tears its group down (python/README.md).
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _first_line(exc):
+    """The gist of an error from Gloo or the hook: its first line, without tracebacks."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:500] if text else ''}"
 
 
 class PeerFailure(RuntimeError):
@@ -527,9 +538,10 @@ class Run:
                 except RuntimeError as e:
                     err = hook.step_failure()
                     if err is None:
-                        raise PeerFailure(f"step {step}: the gradient exchange failed ({e}); "
+                        raise PeerFailure(f"step {step}: the gradient exchange failed: "
                                           f"another rank is gone, frozen or unreachable "
-                                          f"(process-group timeout {args.timeout_s:g} s)") from e
+                                          f"(process-group timeout {args.timeout_s:g} s): "
+                                          f"{_first_line(e)}") from e
                     # Bad data on some rank: every rank rolled the hook back for this step.
                     self.log(f"step {step} skipped: {err}")
                     opt.zero_grad(set_to_none=True)
@@ -586,9 +598,9 @@ class Run:
         except RuntimeError as e:
             if isinstance(e, PeerFailure):
                 raise
-            raise PeerFailure(f"a collective failed ({type(e).__name__}: {e}); another rank "
-                              f"is gone, frozen or unreachable (process-group timeout "
-                              f"{args.timeout_s:g} s)") from e
+            raise PeerFailure(f"step {step}: a collective failed: another rank is gone, "
+                              f"frozen or unreachable (process-group timeout "
+                              f"{args.timeout_s:g} s): {_first_line(e)}") from e
         if self.rank != 0:
             return
         rates = hook.rates()
