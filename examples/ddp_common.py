@@ -1,0 +1,714 @@
+"""What the DDP example scripts share: data readers, the launcher (spawned ranks on
+127.0.0.1 or one rank of a launched job by env:// rendezvous), the communication
+hooks and their byte counters, and a training loop with timing, evaluations,
+checkpoints, a summary JSON and clear failure when a peer rank is gone.
+
+A script imports this module from its own folder (examples/); it is not a public
+API of the adacomp package.
+"""
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import json
+import math
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+LAYER_TYPES = ("conv", "fc", "lstm", "other")  # the hook's (adacomp.torch.LAYER_TYPES)
+HOOKS = ("none", "fp16", "powersgd", "adacomp")
+
+
+# ----- data ---------------------------------------------------------------------------------
+
+def read_idx(path):
+    """Reads an IDX file (gzip or raw) into a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = data[3]
+    dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    count = int(np.prod(dims))
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != count:
+        raise ValueError(f"{path}: header says {count} values, file has {body.size}")
+    return body.reshape(dims)
+
+
+def fashion_mnist_raw(data_dir, prefix):
+    """(images uint8 [n, 28, 28], labels int64 [n]) of one split ("train" or "t10k")."""
+    images = read_idx(os.path.join(data_dir, f"{prefix}-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(data_dir, f"{prefix}-labels-idx1-ubyte.gz"))
+    return torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64))
+
+
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530
+
+
+def normalize_images(images):
+    """uint8 images -> float32 with Fashion-MNIST's mean and standard deviation removed."""
+    return (images.float() / 255.0 - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
+
+
+# ----- small helpers ------------------------------------------------------------------------
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def median(xs):
+    if not xs:
+        return float("nan")
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
+
+
+def env_rank():
+    """(rank, world size) from a launcher's environment (torchrun, cluster.sh run --each), or None."""
+    if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def link_bytes(iface):
+    """(tx, rx) bytes of a network interface in this process's namespace, or None."""
+    if not iface:
+        return None
+    try:
+        base = f"/sys/class/net/{iface}/statistics"
+        with open(f"{base}/tx_bytes") as tx, open(f"{base}/rx_bytes") as rx:
+            return int(tx.read()), int(rx.read())
+    except OSError:
+        return None
+
+
+def bin_sizes(text):
+    """"conv=25,fc=250" -> {"conv": 25, "fc": 250}: the hook checks the layer types."""
+    out = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        name = name.strip()
+        if not sep or size < 1 or name in out:
+            raise argparse.ArgumentTypeError(
+                f"not TYPE=SIZE,... with a positive size per layer type: {text!r}")
+        if name not in LAYER_TYPES:
+            raise argparse.ArgumentTypeError(
+                f"unknown layer type {name!r} in {text!r}; one of {', '.join(LAYER_TYPES)}")
+        out[name] = size
+    return out
+
+
+def layer_type_list(text):
+    """"other,conv" -> ("other", "conv")."""
+    out = tuple(t.strip() for t in text.split(",") if t.strip())
+    bad = [t for t in out if t not in LAYER_TYPES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown layer type(s) {bad}; one of {LAYER_TYPES}")
+    return out
+
+
+def sync_buffers(model):
+    """Rank 0's buffers (BatchNorm statistics) on every rank. DDP broadcasts them at the
+    start of each forward, so after a training forward each rank has its own; before an
+    evaluation, a checkpoint or a digest, make them what the next forward would."""
+    for b in model.buffers():
+        dist.broadcast(b, 0)
+
+
+def state_digest(state_dict):
+    """SHA-256 of the names and bytes of every tensor of a model's state_dict, in order."""
+    h = hashlib.sha256()
+    for name, t in state_dict.items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def weights_digest(model):
+    """state_digest of the model's parameters and buffers."""
+    return state_digest(model.state_dict())
+
+
+class WarmupCosine:
+    """lr factor of step s: linear warm-up over `warmup` steps to 1, then a cosine to
+    `floor` at `total` steps. A callable object, so LambdaLR's state_dict keeps it."""
+
+    def __init__(self, warmup, total, floor=0.0):
+        self.warmup = int(warmup)
+        self.total = int(total)
+        self.floor = float(floor)
+
+    def __call__(self, step):
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        span = max(1, self.total - self.warmup)
+        progress = min(1.0, (step - self.warmup) / span)
+        return self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+# ----- options ------------------------------------------------------------------------------
+
+def add_common_args(ap):
+    """The options every model script has (launch, hook, schedule length, timing, outputs,
+    checkpoints, failure tests)."""
+    g = ap.add_argument_group("launch")
+    g.add_argument("--procs", type=int, default=2,
+                   help="DDP processes to spawn on 127.0.0.1 (default 2; ignored under a launcher)")
+    g.add_argument("--port", type=int, default=0,
+                   help="rendezvous port when spawning (0: pick a free one)")
+    g.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    g.add_argument("--timeout-s", type=float, default=60.0,
+                   help="Gloo process-group timeout: a rank that is gone or frozen makes the "
+                        "others stop after at most this long (default 60; Gloo's own is 30 min)")
+    g.add_argument("--seed", type=int, default=0)
+    g = ap.add_argument_group("steps")
+    g.add_argument("--max-steps", type=int, default=0,
+                   help="stop after this step (0: run the whole schedule); the lr schedule "
+                        "still spans --steps")
+    g.add_argument("--eval-every", type=int, default=0,
+                   help="evaluate every N steps (0: at the start and the end only)")
+    g.add_argument("--log-every", type=int, default=10, help="print a progress line every N steps")
+    g.add_argument("--warmup-steps", type=int, default=2,
+                   help="steps left out of the time per step (PowerSGD: counted from "
+                        "start_powerSGD_iter)")
+    g = ap.add_argument_group("communication hook")
+    g.add_argument("--hook", choices=HOOKS, default="adacomp",
+                   help="none: DDP's all-reduce; fp16 and powersgd: torch's hooks; adacomp "
+                        "(default)")
+    g.add_argument("--bucket-cap-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb (default DDP's 25; with powersgd: above the "
+                        "model's size, see --help of the script)")
+    g.add_argument("--powersgd-rank", type=int, default=1,
+                   help="powersgd: matrix_approximation_rank (default 1)")
+    g.add_argument("--powersgd-start-iter", type=int, default=0,
+                   help="powersgd: start_powerSGD_iter (default 10%% of --steps, at least 2)")
+    g.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
+    g.add_argument("--bin-size", type=int, default=0,
+                   help="adacomp hook: one bin size for every tensor (default: conv 50, fc "
+                        "500, other 500)")
+    g.add_argument("--bin-sizes", type=bin_sizes, default={},
+                   help="adacomp hook: bin sizes per layer type, e.g. conv=25,fc=250")
+    g.add_argument("--values", choices=("ternary", "fp16", "fp32"), default="ternary",
+                   help="adacomp hook: value mode of the selected elements")
+    g.add_argument("--dense-types", type=layer_type_list, default=(),
+                   help="adacomp hook: layer types sent uncompressed, e.g. other")
+    g.add_argument("--no-overlap", action="store_true",
+                   help="adacomp hook: exchange and decode each bucket inside the hook")
+    g = ap.add_argument_group("outputs and checkpoints")
+    g.add_argument("--summary-json", default="", help="rank 0 writes the run's figures here")
+    g.add_argument("--checkpoint-dir", default="",
+                   help="write checkpoints here (one file per rank and step)")
+    g.add_argument("--checkpoint-every", type=int, default=0,
+                   help="write a checkpoint every N steps (and at the end; 0: at the end only "
+                        "when --checkpoint-dir is given)")
+    g.add_argument("--resume", nargs="?", const="latest", default="",
+                   help="resume from --checkpoint-dir: the newest checkpoint, or the one of "
+                        "step N (--resume N)")
+    g = ap.add_argument_group("failure tests")
+    g.add_argument("--kill-rank", type=int, default=-1,
+                   help="this rank kills itself with SIGKILL at --kill-at-step")
+    g.add_argument("--kill-at-step", type=int, default=-1)
+
+
+def check_common_args(ap, args):
+    if args.no_overlap and args.hook != "adacomp":
+        ap.error("--no-overlap applies to --hook adacomp only")
+    if args.resume and not args.checkpoint_dir:
+        ap.error("--resume needs --checkpoint-dir")
+    if args.resume and args.resume != "latest":
+        try:
+            if int(args.resume) < 0:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--resume takes a step number or nothing, not {args.resume!r}")
+    if args.resume and args.hook == "powersgd":
+        # PowerSGD's error feedback and warm-started P and Q are flat tensors in the order
+        # of the gradients in DDP's bucket, and a new DDP uses another order in its first
+        # step (before it rebuilds its buckets in the order gradients became ready), so a
+        # restored PowerSGDState would not continue the run bit for bit.
+        ap.error("--resume is not supported with --hook powersgd: torch's PowerSGD state is "
+                 "laid out by DDP's bucket order, which a new DDP changes after its first "
+                 "step, so the resumed run would not match the uninterrupted one")
+    if args.timeout_s <= 0:
+        ap.error("--timeout-s must be positive")
+    if (args.kill_rank >= 0) != (args.kill_at_step >= 0):
+        ap.error("--kill-rank and --kill-at-step go together")
+
+
+# ----- launching ----------------------------------------------------------------------------
+
+def launch(task, args):
+    """Runs task's training on every rank: spawned here, or this process as one rank of a
+    launched job (RANK, WORLD_SIZE, MASTER_ADDR in the environment; MASTER_PORT 29500)."""
+    if env_rank() is not None:
+        if os.environ["MASTER_ADDR"] in ("127.0.0.1", "localhost", "::1"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        _worker(env_rank()[0], task, args, True)
+        return
+    if args.port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            args.port = s.getsockname()[1]
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    mp.spawn(_worker, args=(task, args, False), nprocs=args.procs, join=True)
+
+
+def _worker(rank, task, args, from_env):
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if from_env:
+        dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+    else:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+        dist.init_process_group("gloo", rank=rank, world_size=args.procs, timeout=timeout)
+    torch.set_num_threads(args.threads)
+    run = Run(task, args)
+    try:
+        run.train()
+    except PeerFailure as e:
+        # A peer is gone or frozen: no collective can complete any more, and tearing the
+        # process group down could wait on it too. Say what happened and leave now.
+        print(f"rank {dist.get_rank()}: {e}", file=sys.stderr, flush=True)
+        os._exit(2)
+    # Every rank gets here before any tears its group down (python/README.md).
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _first_line(exc):
+    """The gist of an error from Gloo or the hook: its first line, without tracebacks."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:500] if text else ''}"
+
+
+class PeerFailure(RuntimeError):
+    """A collective failed: another rank died, froze or lost its connection."""
+
+
+# ----- communication hooks ------------------------------------------------------------------
+
+class CommHook:
+    """The communication hook of a run, its byte counter and its checkpoint state."""
+
+    def __init__(self, ddp, model, args, world):
+        self.kind = args.hook
+        self.state = None      # AdaCompState
+        self.psgd = None       # PowerSGDState
+        self.hook_time = 0.0   # adacomp: seconds inside the hook on the autograd thread
+        nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        ring = 2 * (world - 1) / world
+        if self.kind == "adacomp":
+            import adacomp.torch as adt
+            kwargs = {"codec": args.codec, "overlap": not args.no_overlap, "seed": args.seed,
+                      "values": args.values, "dense_types": args.dense_types}
+            if args.bin_size:
+                kwargs["bin_size"] = args.bin_size
+            if args.bin_sizes:
+                kwargs["bin_sizes"] = args.bin_sizes
+            self.state = adt.register(ddp, **kwargs)
+            self._time_the_hook()
+            self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
+                          f"{'no overlap' if args.no_overlap else 'overlap'}"
+                          + (f", bin_size {args.bin_size}" if args.bin_size else "")
+                          + (f", bin_sizes {args.bin_sizes}" if args.bin_sizes else "")
+                          + (f", dense {','.join(args.dense_types)}" if args.dense_types else "")
+                          + ")")
+            self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
+                              "every peer; the hook's transport_bytes)")
+        elif self.kind == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+            self.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
+            self.fixed = 2 * nparams
+            self.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters (a ring sends "
+                              f"{ring:g} x that per rank)")
+        elif self.kind == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            self.psgd = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
+            ddp.register_comm_hook(self.psgd, powerSGD_hook.powerSGD_hook)
+            self.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
+                          f"{args.powersgd_start_iter}, min_compression_rate "
+                          f"{self.psgd.min_compression_rate:g})")
+            self.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
+                              "(uncompressed tensors + P + Q; its own counter; a ring sends "
+                              f"{ring:g} x that per rank)")
+        else:
+            self.title = "no hook (DDP's dense all-reduce)"
+            self.fixed = 4 * nparams
+            self.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters (a ring sends "
+                              f"{ring:g} x that per rank)")
+        self.untimed = args.warmup_steps + (args.powersgd_start_iter
+                                            if self.kind == "powersgd" else 0)
+
+    def _time_the_hook(self):
+        """Sums the wall time the AdaComp hook spends on the calling thread (compress and
+        post; without overlap, the whole exchange too)."""
+        exchange = getattr(self.state, "exchange_bucket", None)
+        if exchange is None:
+            return
+
+        def timed_exchange(bucket):
+            t = time.perf_counter()
+            try:
+                return exchange(bucket)
+            finally:
+                self.hook_time += time.perf_counter() - t
+        self.state.exchange_bucket = timed_exchange
+
+    def counter(self):
+        """Cumulative bytes this rank handed to its collectives (differences only)."""
+        if self.state is not None:
+            return self.state.transport_bytes
+        if self.psgd is not None:
+            return 4 * self.psgd.total_numel_after_compression
+        return 0
+
+    def step_bytes(self, before, after):
+        if self.state is not None or self.psgd is not None:
+            return after - before
+        return self.fixed
+
+    def step_failure(self):
+        """The hook's StepAborted of the last step if a rank reported bad data (the step was
+        rolled back everywhere and can be skipped), else None."""
+        err = self.state.step_error if self.state is not None else None
+        if err is not None and err.failed_ranks:
+            return err
+        return None
+
+    def rates(self):
+        """The AdaComp hook's compression rate end to end and per layer type (rank 0)."""
+        if self.state is None:
+            return None
+        st = self.state.stats()
+        out = {"end_to_end": st["end_to_end"]["compression_rate"],
+               "end_to_end_all_ranks": st["end_to_end"]["gathered_compression_rate"],
+               "selected_per_bin": st["end_to_end"]["selected_per_bin"],
+               "per_type": {}}
+        for t, v in st["per_type"].items():
+            if v["elements"]:
+                out["per_type"][t] = {"compression_rate": v["compression_rate"],
+                                      "bytes_sent": v["bytes_sent"],
+                                      "bytes_dense": v["bytes_dense"]}
+        out["buckets_per_step"] = st["buckets"] / st["steps"] if st["steps"] else float("nan")
+        return out
+
+    def state_dict(self):
+        return {"adacomp": self.state.state_dict()} if self.state is not None else {}
+
+    def load_state_dict(self, d):
+        if self.state is not None:
+            self.state.load_state_dict(d["adacomp"])
+
+
+def ddp_wrap(model, args):
+    """DDP over the model; with powersgd, in one bucket (see the scripts' docstrings)."""
+    size_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    kwargs = {}
+    cap = args.bucket_cap_mb
+    if args.hook == "powersgd" and (not cap or cap <= size_mb):
+        # torch 1.13's PowerSGD hook on Gloo aborts (gloo::EnforceNotMet) once a model
+        # spans several buckets: keep the whole model in one, the first bucket included.
+        cap = math.ceil(size_mb) + 1
+    if cap:
+        kwargs["bucket_cap_mb"] = cap
+        # DDP's first bucket has its own limit, read from here when DDP is made.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap * 2**20) if args.hook == "powersgd" else min(
+            dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap * 2**20))
+    return nn.parallel.DistributedDataParallel(model, **kwargs), kwargs.get("bucket_cap_mb")
+
+
+# ----- the training loop --------------------------------------------------------------------
+
+class Run:
+    """One rank's training run of a task.
+
+    The task (a model script's object) provides: name, total_steps(args),
+    build_model(args), make_optimizer(model, args) -> (optimizer, lr scheduler),
+    load_data(args), batch(step, rank, world, args) -> (inputs, targets) (a function of
+    the step, so that the data position of a checkpoint is its step), loss(output,
+    targets), evaluate(model, args, rank, world) -> {"loss": ..., ...} (summed over
+    ranks), clip(model, args), config(args) (what a checkpoint must match).
+    """
+
+    def __init__(self, task, args):
+        self.task = task
+        self.args = args
+
+    def log(self, text):
+        if self.rank == 0:
+            print(text, flush=True)
+
+    def train(self):
+        task, args = self.task, self.args
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        total = task.total_steps(args)
+        if args.hook == "powersgd" and not args.powersgd_start_iter:
+            args.powersgd_start_iter = max(2, total // 10)  # torch's advice: about 10 %
+        stop = min(total, args.max_steps) if args.max_steps else total
+        task.load_data(args)
+        torch.manual_seed(args.seed)
+        model = task.build_model(args)
+        nparams = sum(p.numel() for p in model.parameters())
+        ckpt = self._load_checkpoint() if args.resume else None
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+        ddp, cap = ddp_wrap(model, args)
+        hook = CommHook(ddp, model, args, self.world)
+        opt, sched = task.make_optimizer(model, args, total)
+        history = {"evals": [], "train": [], "wall_before_s": 0.0}
+        step = 0
+        if ckpt is not None:
+            opt.load_state_dict(ckpt["optimizer"])
+            sched.load_state_dict(ckpt["scheduler"])
+            hook.load_state_dict(ckpt["hook"])
+            torch.set_rng_state(ckpt["rng"]["torch"])
+            history = ckpt["history"]
+            step = ckpt["step"]
+        self.log(f"# {task.name}: {nparams:,} parameters, {self.world} processes x batch "
+                 f"{args.batch_size}, {total} steps (running to {stop}), {hook.title}"
+                 + (f", bucket_cap_mb {cap:g}" if cap else "")
+                 + (f"; resumed at step {step}" if ckpt is not None else ""))
+        self.log(f"# {task.describe(args)}")
+        self.log(f"# time per step: mean over steps >= {hook.untimed}; bytes per step: "
+                 f"{hook.bytes_how}")
+        start = time.time()
+
+        def wall():
+            return history["wall_before_s"] + time.time() - start
+
+        def evaluate(at):
+            t = time.time()
+            sync_buffers(model)
+            ev = task.evaluate(model, args, self.rank, self.world)
+            ev.update(step=at, wall_s=wall(), eval_s=time.time() - t)
+            history["evals"].append(ev)
+            self.log(f"eval step {at}  " + "  ".join(
+                f"{k} {v:.4f}" for k, v in ev.items() if k not in ("step", "wall_s", "eval_s"))
+                + f"  ({ev['eval_s']:.1f} s)")
+
+        times = {"step": [], "forward": [], "backward": [], "optimizer": [], "hook": []}
+        nbytes = []
+        skipped = 0
+        window = torch.zeros(2, dtype=torch.float64)  # loss sum, steps since the last log
+        iface = os.environ.get("CLUSTER_IFACE", "")
+        link0 = None
+        timed_steps = 0
+        try:
+            if step == 0:
+                evaluate(0)
+            while step < stop:
+                if step == args.kill_at_step and self.rank == args.kill_rank:
+                    print(f"rank {self.rank}: killing myself at step {step} (--kill-rank)",
+                          file=sys.stderr, flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
+                timed = step >= hook.untimed
+                if timed and link0 is None:
+                    link0 = link_bytes(iface)
+                x, y = task.batch(step, self.rank, self.world, args)
+                c0, h0 = hook.counter(), hook.hook_time
+                t0 = time.perf_counter()
+                loss = task.loss(ddp(x), y)
+                t1 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                try:
+                    loss.backward()
+                except RuntimeError as e:
+                    err = hook.step_failure()
+                    if err is None:
+                        raise PeerFailure(f"step {step}: the gradient exchange failed: "
+                                          f"another rank is gone, frozen or unreachable "
+                                          f"(process-group timeout {args.timeout_s:g} s): "
+                                          f"{_first_line(e)}") from e
+                    # Bad data on some rank: every rank rolled the hook back for this step.
+                    self.log(f"step {step} skipped: {err}")
+                    opt.zero_grad(set_to_none=True)
+                    skipped += 1
+                    step += 1
+                    sched.step()
+                    continue
+                t2 = time.perf_counter()
+                task.clip(model, args)
+                lr = opt.param_groups[0]["lr"]
+                opt.step()
+                sched.step()
+                t3 = time.perf_counter()
+                if timed:
+                    timed_steps += 1
+                    for k, v in (("step", t3 - t0), ("forward", t1 - t0), ("backward", t2 - t1),
+                                 ("optimizer", t3 - t2), ("hook", hook.hook_time - h0)):
+                        times[k].append(v)
+                    nbytes.append(hook.step_bytes(c0, hook.counter()))
+                window[0] += loss.item()
+                window[1] += 1
+                step += 1
+                if step % args.log_every == 0 or step == stop:
+                    dist.all_reduce(window)
+                    tl = window[0].item() / window[1].item()
+                    history["train"].append({"step": step, "loss": tl, "lr": lr,
+                                             "wall_s": wall()})
+                    line = (f"step {step}  loss {tl:.4f}  lr {lr:.3g}  "
+                            f"step {t3 - t0:.3f} s (fwd {t1 - t0:.3f} bwd {t2 - t1:.3f} "
+                            f"opt {t3 - t2:.3f})")
+                    if nbytes:
+                        line += f"  bytes/step {nbytes[-1]:,}"
+                    if hook.state is not None:
+                        line += f"  compression {hook.state.compression_rate():.1f}x"
+                    self.log(line)
+                    window.zero_()
+                if args.eval_every and step % args.eval_every == 0 and step < stop:
+                    evaluate(step)
+                if args.checkpoint_dir and (step == stop or (
+                        args.checkpoint_every and step % args.checkpoint_every == 0)):
+                    sync_buffers(model)
+                    self._save_checkpoint(step, model, opt, sched, hook,
+                                          dict(history, wall_before_s=wall()))
+            if not history["evals"] or history["evals"][-1]["step"] != step:
+                evaluate(step)
+            link1 = link_bytes(iface)
+            link = torch.zeros(3, dtype=torch.int64)
+            if link0 is not None and link1 is not None:
+                link[0], link[1], link[2] = link1[0] - link0[0], link1[1] - link0[1], timed_steps
+            dist.all_reduce(link)
+            sync_buffers(model)
+            digests = [None] * self.world
+            dist.all_gather_object(digests, weights_digest(model))
+        except RuntimeError as e:
+            if isinstance(e, PeerFailure):
+                raise
+            raise PeerFailure(f"step {step}: a collective failed: another rank is gone, "
+                              f"frozen or unreachable (process-group timeout "
+                              f"{args.timeout_s:g} s): {_first_line(e)}") from e
+        if self.rank != 0:
+            return
+        rates = hook.rates()
+        last = history["evals"][-1]
+        line = (f"final: step {step}  " + "  ".join(
+            f"{k} {v:.4f}" for k, v in last.items() if k not in ("step", "wall_s", "eval_s")))
+        if times["step"]:
+            line += (f"  step {mean(times['step']):.3f} s (median {median(times['step']):.3f}, "
+                     f"{len(times['step'])} timed)  bytes/step {mean(nbytes):,.0f}")
+        if rates:
+            per = "  ".join(f"{t} {v['compression_rate']:.1f}x" for t, v in rates["per_type"].items())
+            line += f"  compression {rates['end_to_end']:.1f}x ({per})"
+        line += f"  skipped {skipped}  wall {wall():.1f} s"
+        self.log(line)
+        if not args.summary_json:
+            return
+        out = {
+            "model": task.name, "config": task.config(args), "parameters": nparams,
+            "hook": args.hook, "title": hook.title, "world": self.world,
+            "batch_size": args.batch_size, "steps_total": total, "steps": step,
+            "resumed_from": ckpt["step"] if ckpt is not None else None,
+            "seed": args.seed, "skipped": skipped, "bucket_cap_mb": cap,
+            "evals": history["evals"], "train": history["train"],
+            "untimed_steps": hook.untimed, "timed_steps": len(times["step"]),
+            "step_time_mean_s": mean(times["step"]), "step_time_median_s": median(times["step"]),
+            "step_time_split_mean_s": {k: mean(v) for k, v in times.items() if k != "step"},
+            "bytes_per_step": mean(nbytes), "bytes_how": hook.bytes_how,
+            "compression": rates, "wall_s": wall(), "weights_digests": digests,
+            "powersgd": ({"rank": args.powersgd_rank,
+                          "start_powerSGD_iter": args.powersgd_start_iter}
+                         if args.hook == "powersgd" else None),
+        }
+        if hook.kind != "adacomp":
+            del out["step_time_split_mean_s"]["hook"]
+        if link[2] > 0:
+            out["link_tx_per_host_step"] = link[0].item() / link[2].item()
+            out["link_rx_per_host_step"] = link[1].item() / link[2].item()
+        with open(args.summary_json, "w") as f:
+            json.dump(out, f, indent=1)
+
+    # ----- checkpoints ----------------------------------------------------------------------
+
+    def _path(self, step, rank):
+        return os.path.join(self.args.checkpoint_dir, f"step-{step:08d}.rank{rank}.pt")
+
+    def _save_checkpoint(self, step, model, opt, sched, hook, history):
+        """Every rank writes its own file (the AdaComp residues differ per rank); after all
+        have, rank 0 names the step in `latest`."""
+        args = self.args
+        os.makedirs(args.checkpoint_dir, exist_ok=True)
+        ckpt = {"format": "adacomp-example-checkpoint/1", "step": step, "world": self.world,
+                "rank": self.rank, "config": self._config(),
+                "data": {"seed": args.seed, "next_step": step},
+                "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(), "hook": hook.state_dict(),
+                "rng": {"torch": torch.get_rng_state()}, "history": history}
+        path = self._path(step, self.rank)
+        torch.save(ckpt, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        dist.barrier()
+        if self.rank == 0:
+            with open(os.path.join(args.checkpoint_dir, "latest.tmp"), "w") as f:
+                f.write(f"{step}\n")
+            os.replace(os.path.join(args.checkpoint_dir, "latest.tmp"),
+                       os.path.join(args.checkpoint_dir, "latest"))
+        self.log(f"checkpoint step {step}: {os.path.dirname(path)}/step-{step:08d}.rank*.pt")
+
+    def _config(self):
+        """What a resumed run must share with the checkpoint's."""
+        a = self.args
+        return {"task": self.task.config(a), "hook": a.hook, "codec": a.codec,
+                "bin_size": a.bin_size, "bin_sizes": a.bin_sizes, "values": a.values,
+                "dense_types": list(a.dense_types), "powersgd_rank": a.powersgd_rank,
+                "powersgd_start_iter": a.powersgd_start_iter, "seed": a.seed,
+                "batch_size": a.batch_size, "steps_total": self.task.total_steps(a)}
+
+    def _load_checkpoint(self):
+        args = self.args
+        # Rank 0 decides the step, so every rank loads the same one.
+        choice = [None]
+        if self.rank == 0:
+            if args.resume == "latest":
+                try:
+                    with open(os.path.join(args.checkpoint_dir, "latest")) as f:
+                        choice[0] = int(f.read())
+                except (OSError, ValueError) as e:
+                    choice[0] = f"no usable {args.checkpoint_dir}/latest ({e})"
+            else:
+                choice[0] = int(args.resume)
+        dist.broadcast_object_list(choice, src=0)
+        if isinstance(choice[0], str):
+            raise SystemExit(f"rank {self.rank}: cannot resume: {choice[0]}")
+        path = self._path(choice[0], self.rank)
+        if not os.path.exists(path):
+            raise SystemExit(f"rank {self.rank}: cannot resume: no {path}")
+        ckpt = torch.load(path)
+        problems = []
+        if ckpt.get("format") != "adacomp-example-checkpoint/1":
+            problems.append(f"not a checkpoint of these examples ({ckpt.get('format')!r})")
+        elif ckpt["world"] != self.world or ckpt["rank"] != self.rank:
+            problems.append(f"written by rank {ckpt['rank']} of {ckpt['world']}, this is rank "
+                            f"{self.rank} of {self.world}")
+        else:
+            mine = self._config()
+            for k, v in ckpt["config"].items():
+                if mine.get(k) != v:
+                    problems.append(f"{k}: checkpoint {v!r}, this run {mine.get(k)!r}")
+        if problems:
+            raise SystemExit(f"rank {self.rank}: cannot resume from {path}: "
+                             + "; ".join(problems))
+        return ckpt

@@ -1,0 +1,231 @@
+"""examples/ddp_resnet18.py and examples/ddp_gpt.py, shrunk (--width / --layers --dim
+--heads --context), each run for a few steps on 2 Gloo processes: the replicas end
+bit-identical, the held-out loss falls, the summary JSON has every field, a run
+resumed from a mid-run checkpoint ends on the uninterrupted run's weights bit for
+bit (AdaComp hook), and a rank killed mid-run makes the other stop with a clear
+error within the process-group timeout."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "..", "examples")
+sys.path.insert(0, EXAMPLES)
+import ddp_common  # noqa: E402
+from ddp_test_util import free_port  # noqa: E402
+
+PYTHON = sys.executable
+RUN_TIMEOUT = 240  # seconds for one example run (2 processes on a shared 2-core machine)
+
+SUMMARY_KEYS = (
+    "model", "config", "parameters", "hook", "title", "world", "batch_size", "steps_total",
+    "steps", "resumed_from", "seed", "skipped", "bucket_cap_mb", "evals", "train",
+    "untimed_steps", "timed_steps", "step_time_mean_s", "step_time_median_s",
+    "step_time_split_mean_s", "bytes_per_step", "bytes_how", "compression", "wall_s",
+    "weights_digests", "powersgd")
+
+
+def run_example(script, args, env_extra=None):
+    """Runs an example (it spawns its ranks); returns the CompletedProcess."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.update(env_extra or {})
+    return subprocess.run([PYTHON, os.path.join(EXAMPLES, script)] + args, env=env,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+
+
+class RealModelCase:
+    """What both models are tested for; subclasses name the script and its small size."""
+
+    script = None
+    size_args = ()
+    steps = 12
+    checkpoint_at = 6
+    hook_args = ("--hook", "adacomp")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="adacomp-real-")
+        cls.full_dir = os.path.join(cls.tmp, "full")
+        cls.resumed_dir = os.path.join(cls.tmp, "resumed")
+        base = list(cls.size_args) + list(cls.hook_args) + ["--steps", str(cls.steps),
+                                                              "--log-every", "3", "--procs", "2"]
+        cls.base = base
+        cls.full = run_example(cls.script, base + [
+            "--summary-json", os.path.join(cls.tmp, "full.json"),
+            "--checkpoint-dir", cls.full_dir, "--checkpoint-every", str(cls.checkpoint_at)])
+        cls.summary = cls._summary(cls.full, "full.json")
+        # The resumed run sees only the mid-run checkpoint (as after a crash there).
+        os.makedirs(cls.resumed_dir)
+        for name in os.listdir(cls.full_dir):
+            if name.startswith(f"step-{cls.checkpoint_at:08d}."):
+                shutil.copy(os.path.join(cls.full_dir, name), cls.resumed_dir)
+        with open(os.path.join(cls.resumed_dir, "latest"), "w") as f:
+            f.write(f"{cls.checkpoint_at}\n")
+        cls.resumed = run_example(cls.script, base + [
+            "--summary-json", os.path.join(cls.tmp, "resumed.json"),
+            "--checkpoint-dir", cls.resumed_dir, "--resume"])
+        cls.resumed_summary = cls._summary(cls.resumed, "resumed.json")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def _summary(cls, proc, name):
+        path = os.path.join(cls.tmp, name)
+        if proc.returncode != 0 or not os.path.exists(path):
+            return {"failed": f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"}
+        with open(path) as f:
+            return json.load(f)
+
+    def ok(self, summary):
+        self.assertNotIn("failed", summary, summary.get("failed"))
+        return summary
+
+    def test_replicas_identical(self):
+        s = self.ok(self.summary)
+        digests = s["weights_digests"]
+        self.assertEqual(len(digests), 2)
+        self.assertTrue(all(isinstance(d, str) and len(d) == 64 for d in digests), digests)
+        self.assertEqual(digests[0], digests[1], "the two ranks' weights differ")
+
+    def test_loss_falls(self):
+        s = self.ok(self.summary)
+        evals = s["evals"]
+        self.assertEqual([e["step"] for e in evals], [0, self.steps])
+        self.assertLess(evals[-1]["loss"], evals[0]["loss"] - 0.1, evals)
+        train = s["train"]
+        self.assertLess(train[-1]["loss"], train[0]["loss"], train)
+
+    def test_summary_fields(self):
+        s = self.ok(self.summary)
+        for k in SUMMARY_KEYS:
+            self.assertIn(k, s)
+        self.assertEqual(s["world"], 2)
+        self.assertEqual(s["steps"], self.steps)
+        self.assertEqual(s["steps_total"], self.steps)
+        self.assertIsNone(s["resumed_from"])
+        self.assertEqual(s["timed_steps"], self.steps - s["untimed_steps"])
+        self.assertGreater(s["step_time_mean_s"], 0)
+        split = s["step_time_split_mean_s"]
+        self.assertEqual(set(split), {"forward", "backward", "optimizer", "hook"})
+        self.assertLessEqual(split["forward"] + split["backward"] + split["optimizer"],
+                             s["step_time_mean_s"] * 1.0001)
+        self.assertGreater(s["bytes_per_step"], 0)
+        # AdaComp sends far fewer bytes than the 4-byte dense gradient.
+        self.assertLess(s["bytes_per_step"], 4 * s["parameters"] / 5)
+        rates = s["compression"]
+        self.assertGreater(rates["end_to_end"], 5)
+        self.assertTrue(rates["per_type"])
+        for t, v in rates["per_type"].items():
+            self.assertIn(t, ddp_common.LAYER_TYPES)
+            self.assertGreater(v["compression_rate"], 1, t)
+        for e in s["evals"]:
+            self.assertGreaterEqual(e["wall_s"], 0)
+            self.assertIn("loss", e)
+        self.assertLessEqual(s["evals"][0]["wall_s"], s["evals"][-1]["wall_s"])
+        self.assertEqual([t["step"] for t in s["train"]], list(range(3, self.steps + 1, 3)))
+        self.assertIn(f"final: step {self.steps}", self.full.stdout)
+
+    def test_resume_is_bit_exact(self):
+        s = self.ok(self.summary)
+        r = self.ok(self.resumed_summary)
+        self.assertEqual(r["resumed_from"], self.checkpoint_at)
+        self.assertEqual(r["steps"], self.steps)
+        self.assertEqual(r["timed_steps"], self.steps - max(self.checkpoint_at, r["untimed_steps"]))
+        # The checkpoint holds other weights than the end, so equality below means something.
+        mid = torch.load(os.path.join(self.full_dir, f"step-{self.checkpoint_at:08d}.rank0.pt"))
+        self.assertEqual(mid["step"], self.checkpoint_at)
+        self.assertIn("adacomp", mid["hook"])
+        self.assertNotEqual(ddp_common.state_digest(mid["model"]), s["weights_digests"][0])
+        self.assertEqual(r["weights_digests"], s["weights_digests"])
+        self.assertEqual(r["evals"][-1]["loss"], s["evals"][-1]["loss"])
+        # The evaluations before the checkpoint come from it.
+        self.assertEqual(r["evals"][0], s["evals"][0])
+        end = torch.load(os.path.join(self.resumed_dir, f"step-{self.steps:08d}.rank1.pt"))
+        ref = torch.load(os.path.join(self.full_dir, f"step-{self.steps:08d}.rank1.pt"))
+        # Rank 1's residues too, not only the weights.
+        self.assertEqual(end["hook"]["adacomp"]["params"].keys(),
+                         ref["hook"]["adacomp"]["params"].keys())
+        for name, d in ref["hook"]["adacomp"]["params"].items():
+            self.assertEqual(end["hook"]["adacomp"]["params"][name], d, name)
+        for k, v in ref["optimizer"]["state"].items():
+            for kk, t in v.items():
+                if torch.is_tensor(t):
+                    self.assertTrue(torch.equal(end["optimizer"]["state"][k][kk], t), (k, kk))
+
+
+class ResNet18Test(RealModelCase, unittest.TestCase):
+    script = "ddp_resnet18.py"
+    size_args = ("--width", "8", "--batch-size", "16", "--train-limit", "4000",
+                 "--eval-images", "500", "--lr", "0.02")
+
+    def test_powersgd_and_its_refused_resume(self):
+        """PowerSGD in one bucket: runs, replicas identical, fewer bytes than dense; and
+        --resume with it is refused before any rank starts."""
+        out = os.path.join(self.tmp, "psgd.json")
+        p = run_example(self.script, list(self.size_args) + [
+            "--hook", "powersgd", "--steps", "6", "--powersgd-start-iter", "2",
+            "--warmup-steps", "1", "--summary-json", out])
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        with open(out) as f:
+            s = json.load(f)
+        self.assertEqual(s["weights_digests"][0], s["weights_digests"][1])
+        size_mb = 4 * s["parameters"] / 2**20
+        self.assertGreater(s["bucket_cap_mb"], size_mb)
+        self.assertLess(s["bytes_per_step"], 4 * s["parameters"] / 5)
+        self.assertEqual(s["powersgd"]["start_powerSGD_iter"], 2)
+        p = run_example(self.script, list(self.size_args) + [
+            "--hook", "powersgd", "--checkpoint-dir", self.full_dir, "--resume"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--resume is not supported with --hook powersgd", p.stderr)
+
+
+class GptTest(RealModelCase, unittest.TestCase):
+    script = "ddp_gpt.py"
+    size_args = ("--layers", "2", "--dim", "32", "--heads", "2", "--context", "32",
+                 "--batch-size", "8", "--eval-windows", "16", "--lr", "3e-3")
+
+    def test_killed_rank_stops_the_other(self):
+        """Ranks started as a launcher would (env://); rank 1 kills itself at step 3 of 400;
+        rank 0 exits non-zero within the 20 s process-group timeout, naming the cause."""
+        port = str(free_port())
+        args = [PYTHON, os.path.join(EXAMPLES, self.script)] + list(self.size_args) + [
+            "--steps", "400", "--log-every", "100", "--timeout-s", "20",
+            "--kill-rank", "1", "--kill-at-step", "3"]
+        procs = []
+        t0 = time.monotonic()
+        for rank in (1, 0):
+            env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=port, WORLD_SIZE="2", RANK=str(rank))
+            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        try:
+            out1, err1 = procs[0].communicate(timeout=RUN_TIMEOUT)
+            out0, err0 = procs[1].communicate(timeout=RUN_TIMEOUT)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        elapsed = time.monotonic() - t0
+        self.assertEqual(procs[0].returncode, -9, err1[-2000:])
+        self.assertIn("killing myself at step 3", err1)
+        self.assertEqual(procs[1].returncode, 2, err0[-2000:])
+        self.assertIn("rank 0: step 3: ", err0)
+        self.assertIn("another rank is gone, frozen or unreachable", err0)
+        self.assertNotIn("final:", out0)
+        # Start-up included, well before the 400 steps could have run at ~30 ms each.
+        self.assertLess(elapsed, 60, err0[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
