@@ -1,6 +1,6 @@
 // adacomp/schedule.h: a compression schedule, the AdaComp bin size L_T of
 // each tensor as a function of the training step (docs/algorithm.md
-// section 7).
+// section 6).
 //
 // Two parts, each off by default (the paper's fixed L_T):
 //   ramp      for the first ramp_steps steps the bin size climbs from
