@@ -198,9 +198,11 @@ class _Counters:
 
 
 class _Entry:
-    """One parameter: its key, wire tensor id, layer type and compressor."""
+    """One parameter: its key, wire tensor id, layer type, compressor and bin size
+    after any ramp."""
 
-    __slots__ = ("name", "tensor_id", "layer_type", "numel", "param", "compressor")
+    __slots__ = ("name", "tensor_id", "layer_type", "numel", "param", "compressor",
+                 "target_bin_size")
 
 
 class AdaCompState:
@@ -224,13 +226,24 @@ class AdaCompState:
             sent, and a thread of the state receives and decodes them while DDP
             goes on with backward; False: each bucket is exchanged and decoded
             before the hook returns (same results, bit for bit).
+        ramp_steps, ramp_start, ramp_stages: the bin-size ramp of
+            ``adacomp train --ramp-steps`` (docs/algorithm.md section 6): over the
+            first ramp_steps steps L_T climbs from ramp_start to each tensor's
+            bin size in ramp_stages geometric stages; 0 (default): fixed L_T.
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
                  bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
-                 dense_types=(), layer_types=None, overlap=True):
+                 dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
+                 ramp_stages=4):
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
+        self.ramp_steps, self.ramp_start, self.ramp_stages = (
+            int(ramp_steps), int(ramp_start), int(ramp_stages))
+        if self.ramp_steps:
+            if codec != "adacomp":
+                raise ValueError(f"ramp_steps needs codec 'adacomp', not {codec!r}")
+            _adacomp.ramp_bin_size(1, 0, self.ramp_steps, self.ramp_start, self.ramp_stages)
         self.process_group = process_group
         self.codec = codec
         self.values = values
@@ -310,6 +323,7 @@ class AdaCompState:
         e.compressor = None
         if e.numel > 0:
             codec = "dense" if layer_type in self.dense_types else self.codec
+            e.target_bin_size = self.bin_sizes[layer_type]
             e.compressor = Compressor(
                 e.numel, codec=codec, bin_size=self.bin_sizes[layer_type], values=self.values,
                 density=self.density, tau=self.tau,
@@ -612,6 +626,7 @@ class AdaCompState:
                 self._snapshot(ex.layout)
                 for e, off, n in ex.layout:
                     try:
+                        self._schedule(e)
                         frames.append(e.compressor.compress(arr[off:off + n]))
                     except Exception as exc:
                         error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
@@ -621,6 +636,15 @@ class AdaCompState:
         ex.payload = None if (error is not None or ex.skipped) else b"".join(frames)
         ex.post()
         return ex
+
+    def _schedule(self, e):
+        """The ramp's bin size for this step (self.steps: steps applied so far)."""
+        if not self.ramp_steps or e.compressor.codec != "adacomp":
+            return
+        size = _adacomp.ramp_bin_size(e.target_bin_size, self.steps, self.ramp_steps,
+                                      self.ramp_start, self.ramp_stages)
+        if size != e.compressor.bin_size:
+            e.compressor.set_bin_size(size)
 
     def wait_idle_locked(self):
         """wait_idle() for a caller that holds self._lock (released while waiting)."""

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "adacomp/codec.h"
+#include "adacomp/schedule.h"
 #include "adacomp/status.h"
 #include "adacomp/version.h"
 
@@ -333,6 +334,12 @@ class PyCompressor {
   uint32_t tensor_id() const { return impl_->tensor_id(); }
   std::string codec() const { return std::string(CodecName(config_.codec)); }
   uint32_t bin_size() const { return config_.bin_size; }
+  // The schedule's bin size from the next compress() on (Compressor::SetBinSize).
+  void SetBinSize(uint32_t bin_size) {
+    const Status status = impl_->SetBinSize(bin_size);
+    if (!status.ok()) ThrowStatus(status, false);
+    config_.bin_size = bin_size;
+  }
   std::string values() const { return std::string(ValueModeName(config_.values)); }
   double density() const { return config_.density; }
   float tau() const { return config_.tau; }
@@ -551,12 +558,28 @@ PYBIND11_MODULE(_adacomp, m) {
       .def_property_readonly("tensor_id", &PyCompressor::tensor_id)
       .def_property_readonly("codec", &PyCompressor::codec)
       .def_property_readonly("bin_size", &PyCompressor::bin_size)
+      .def("set_bin_size", &PyCompressor::SetBinSize, py::arg("bin_size"))
       .def_property_readonly("values", &PyCompressor::values)
       .def_property_readonly("density", &PyCompressor::density)
       .def_property_readonly("tau", &PyCompressor::tau)
       .def_property_readonly("seed", &PyCompressor::seed)
       .def_property_readonly("threads", &PyCompressor::threads);
 
+  // The ramp of adacomp/schedule.h, so that the hook and the trainer share one formula.
+  m.def(
+      "ramp_bin_size",
+      [](uint32_t target, int64_t step, int64_t ramp_steps, uint32_t ramp_start, int ramp_stages) {
+        adacomp::BinSchedule s;
+        s.ramp_steps = ramp_steps;
+        s.ramp_start = ramp_start;
+        s.ramp_stages = ramp_stages;
+        const adacomp::Status status = s.Validate();
+        if (!status.ok()) throw py::value_error(status.message());
+        if (target < 1) throw py::value_error("target bin size must be >= 1");
+        return adacomp::RampBinSize(s, target, step);
+      },
+      py::arg("target"), py::arg("step"), py::arg("ramp_steps"), py::arg("ramp_start") = 8,
+      py::arg("ramp_stages") = 4);
   m.def("decompress_add", &adacomp::DecompressAdd, py::arg("frame"), py::arg("out"),
         py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
         py::arg("max_elements") = py::none());

@@ -598,6 +598,65 @@ class StepRollbackTest(OneProcessGroupTest):
         self.assertSameState(st, self.reference([2]))
 
 
+class RampTest(OneProcessGroupTest):
+    """The bin-size ramp in the hook: the sizes per step are adacomp/schedule.h's, the
+    frames change with them, and a state_dict taken mid-ramp resumes bit for bit."""
+
+    RAMP = dict(ramp_steps=4, ramp_start=4, ramp_stages=2)
+    setUp = StepRollbackTest.setUp
+    bucket = StepRollbackTest.bucket
+    assertSameState = StepRollbackTest.assertSameState
+
+    def grads_for(self, steps):
+        g = torch.Generator().manual_seed(11)
+        p = dict(self.model.named_parameters())
+        self.grads = [{n: torch.randn(q.shape, generator=g) for n, q in p.items()}
+                      for _ in range(steps)]
+
+    def run_steps(self, st, steps):
+        sizes = []
+        for s in steps:
+            st.reduce_bucket(self.bucket(0, s))
+            st.reduce_bucket(self.bucket(1, s, last=True))
+            sizes.append({e.name: e.compressor.bin_size for e in st._by_name.values()})
+        return sizes
+
+    def test_sizes_follow_the_ramp_and_resume_mid_ramp(self):
+        self.grads_for(7)
+        st = adt.AdaCompState(model=self.model, **self.RAMP)
+        sizes = self.run_steps(st, range(7))
+        # fc weights (500): 4 in steps 0-1, round(4 x 125^0.5) = 45 in 2-3, then 500;
+        # the conv weight (50): 4, then round(4 x 12.5^0.5) = 14, then 50.
+        want_fc = [4, 4, 45, 45, 500, 500, 500]
+        want_conv = [4, 4, 14, 14, 50, 50, 50]
+        self.assertEqual([z["fc1.weight"] for z in sizes], want_fc)
+        self.assertEqual([z["conv.weight"] for z in sizes], want_conv)
+        for step in range(7):
+            self.assertEqual(adacomp._adacomp.ramp_bin_size(500, step, 4, 4, 2), want_fc[step])
+        # The ramp changes what is sent; without it the state differs.
+        fixed = self.run_steps(adt.AdaCompState(model=self.model), range(7))
+        self.assertEqual(fixed[0]["fc1.weight"], 500)
+        plain = adt.AdaCompState(model=self.model)
+        self.run_steps(plain, range(7))
+        self.assertNotEqual(plain.state_dict()["params"]["fc1.weight"]["state"],
+                            st.state_dict()["params"]["fc1.weight"]["state"])
+        # Stopped after step 2 (inside the ramp), resumed into a new state.
+        first = adt.AdaCompState(model=self.model, **self.RAMP)
+        self.run_steps(first, range(3))
+        resumed = adt.AdaCompState(model=self.model, **self.RAMP)
+        resumed.load_state_dict(copy.deepcopy(first.state_dict()))
+        self.assertEqual(self.run_steps(resumed, range(3, 7)), sizes[3:])
+        self.assertSameState(resumed, st)
+
+    def test_bad_ramp_settings(self):
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=self.model, ramp_steps=4, ramp_start=0)
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=self.model, ramp_steps=2, ramp_stages=3)
+        with self.assertRaises(ValueError):
+            adt.AdaCompState(model=self.model, codec="topk", ramp_steps=4)
+
+
 class StateTest(unittest.TestCase):
     """AdaCompState without a process group: typing, bin sizes, checkpoint checks."""
 
