@@ -24,7 +24,6 @@
 #include <optional>
 
 #include "adacomp/exchange.h"
-#include "adacomp/schedule.h"
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
@@ -35,6 +34,7 @@
 #include "rng.h"
 #include "run_checkpoint.h"
 #include "run_log.h"
+#include "scheduled_bins.h"
 #include "sha256.h"
 #include "step_hooks.h"
 #include "summary.h"
@@ -75,11 +75,6 @@ class Learner {
   std::vector<uint8_t> OwnState() const;
   Status LoadOwnState(std::span<const uint8_t> bytes);
   Status DoStep(int64_t step, StepMetrics* m);
-  // The schedule's bin sizes for step `step` into the compressors (and the
-  // adaptive part told of an lr drop); no-op without a schedule.
-  Status ScheduleBinSizes(int64_t epoch, int64_t step);
-  // The adaptive part shown the averaged gradient of a step.
-  void ObserveAveraged(int64_t step);
   // This learner's gradient L2 norm over all tensors (grad_spans_); with
   // --clip-grad-norm it then scales the gradients so that the norm is at
   // most o_.clip_grad_norm (a non-finite norm leaves them for the NaN
@@ -130,12 +125,9 @@ class Learner {
   // --local-optimizer: this learner's own moments (local_optimizer.h), and
   // each compressor's residue before the step's exchange (for the masking).
   std::unique_ptr<LocalOptimizer> local_;
-  std::vector<bool> local_on_;  // per tensor: its moments are in local_ (all, or by type)
   std::vector<std::vector<float>> residue_before_;
-  TensorPlan plan_;
-  std::vector<uint32_t> bin_sizes_;  // per tensor, this step's; 0 where the tensor is not binned
-  std::optional<BinScheduler> scheduler_;  // --ramp-steps / --adapt-threshold
-  int64_t lightened_ = 0;                  // tensor-steps sent lightened
+  TensorPlan plan_;                    // plan_.local: per tensor, its moments are in local_
+  std::optional<ScheduledBins> bins_;  // this step's bin sizes (--ramp-steps, --adapt-threshold)
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))
   std::vector<torch::Tensor> agg_views_;
   std::vector<std::span<const float>> grad_spans_;
@@ -197,17 +189,15 @@ Status Learner::Setup() {
     specs.push_back({p.name, p.elements, p.type});
   }
   plan_ = PlanTensors(o_, specs, rank_);
-  bin_sizes_ = plan_.bin_sizes;
   ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, plan_.exchange));
   if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }
-  if (o_.bin_schedule.enabled()) scheduler_.emplace(o_.bin_schedule, plan_.bin_sizes);
+  bins_.emplace(o_.bin_schedule, plan_.bin_sizes);
   if (o_.local_optimizer) {
     // The moments live on each learner; the averaged step is applied as it
     // is (plain SGD, no momentum). With --local-optimizer-types, for those
     // types' tensors only; the others keep the paper's optimizer.
-    local_on_ = plan_.local;
     if (!plan_.any_local()) {
       return Status::InvalidArgument(std::string("--local-optimizer-types: ") +
                                      std::string(ModelName(o_.model)) +
@@ -215,7 +205,7 @@ Status Learner::Setup() {
     }
     std::vector<size_t> sizes;
     for (size_t t = 0; t < model_.params.size(); ++t) {
-      sizes.push_back(local_on_[t] ? static_cast<size_t>(model_.params[t].elements) : 0);
+      sizes.push_back(plan_.local[t] ? static_cast<size_t>(model_.params[t].elements) : 0);
     }
     if (plan_.all_local()) {
       TrainOptions plain = o_;
@@ -223,7 +213,7 @@ Status Learner::Setup() {
       plain.momentum = 0;
       optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
     } else {
-      optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, local_on_);
+      optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, plan_.local);
     }
     LocalOptimizer::Settings ls;
     ls.adam = o_.optimizer == Optimizer::kAdam;
@@ -293,7 +283,7 @@ std::string Learner::StateDigest() const {
   h.Update(CompressorStates(*exchange_));
   h.Update(optimizer_->State());
   if (local_) h.Update(local_->Save());
-  if (scheduler_ && o_.bin_schedule.adaptive()) h.Update(scheduler_->Save());
+  if (bins_->has_state()) h.Update(bins_->Save());
   return h.HexDigest();
 }
 
@@ -302,17 +292,17 @@ std::string Learner::StateDigest() const {
 // windows last (the fingerprint says which, so a checkpoint is never read
 // the other way).
 std::vector<uint8_t> Learner::OwnState() const {
-  const bool windows = scheduler_ && o_.bin_schedule.adaptive();
+  const bool windows = bins_->has_state();
   if (!local_ && !windows) return CompressorStates(*exchange_);
   ByteWriter w;
   w.PutBytes(CompressorStates(*exchange_));
   if (local_) w.PutBytes(local_->Save());
-  if (windows) w.PutBytes(scheduler_->Save());
+  if (windows) w.PutBytes(bins_->Save());
   return std::move(w.bytes);
 }
 
 Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
-  const bool windows = scheduler_ && o_.bin_schedule.adaptive();
+  const bool windows = bins_->has_state();
   if (!local_ && !windows) return LoadCompressorStates(bytes, rank_, *exchange_);
   const std::string what = "checkpoint: state of learner " + std::to_string(rank_);
   ByteReader r(bytes, what);
@@ -327,7 +317,7 @@ Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
   if (local_) {
     ADACOMP_RETURN_IF_ERROR(local_->Load(moments, "checkpoint: learner " + std::to_string(rank_)));
   }
-  if (windows) ADACOMP_RETURN_IF_ERROR(scheduler_->Load(schedule));
+  if (windows) ADACOMP_RETURN_IF_ERROR(bins_->Load(schedule));
   return Status::OK();
 }
 
@@ -378,35 +368,6 @@ double Learner::GradNormThenClip() {
   return norm;
 }
 
-Status Learner::ScheduleBinSizes(int64_t epoch, int64_t step) {
-  if (!scheduler_) return Status::OK();
-  if (step > 0 && LrAt(epoch, step) < LrAt((step - 1) / steps_per_epoch_, step - 1)) {
-    scheduler_->LrDropped(step);
-  }
-  for (size_t k = 0; k < exchange_->compressors(); ++k) {
-    const uint32_t size = scheduler_->BinSize(k, step);
-    if (size == 0) continue;
-    if (scheduler_->Lightened(k, step)) ++lightened_;
-    if (size == bin_sizes_[k]) continue;
-    ADACOMP_RETURN_IF_ERROR(exchange_->compressor(k).SetBinSize(size));
-    bin_sizes_[k] = size;
-  }
-  return Status::OK();
-}
-
-void Learner::ObserveAveraged(int64_t step) {
-  if (!scheduler_ || !o_.bin_schedule.adaptive()) return;
-  std::vector<double> norms(exchange_->tensors());
-  for (size_t k = 0; k < norms.size(); ++k) {
-    double sum = 0;  // a plain loop in double: the same on every learner
-    const float* a = agg_.data() + exchange_->offset(k);
-    for (size_t j = 0; j < exchange_->tensor(k).elements; ++j)
-      sum += static_cast<double>(a[j]) * a[j];
-    norms[k] = std::sqrt(sum);
-  }
-  scheduler_->Observe(step, norms);
-}
-
 Status Learner::DoStep(int64_t step, StepMetrics* m) {
   const int64_t b = o_.batch_size / p_;
   const int64_t epoch = step / steps_per_epoch_;
@@ -454,12 +415,15 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   // every learner's gradient into agg_.
   const bool warmup = warmup_exchange_ && step < o_.dense_warmup_steps;
   GradientExchange& exchange = warmup ? *warmup_exchange_ : *exchange_;
-  if (!warmup) ADACOMP_RETURN_IF_ERROR(ScheduleBinSizes(epoch, step));
+  if (!warmup) {
+    const bool lr_dropped = step > 0 && lr < LrAt((step - 1) / steps_per_epoch_, step - 1);
+    ADACOMP_RETURN_IF_ERROR(bins_->BeforeStep(step, lr_dropped, exchange));
+  }
   step_hooks_.ArmCorruption(step, exchange);
   if (local_) {
     // --local-optimizer: the compressors get this learner's own step.
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
-      if (!local_on_[k]) continue;
+      if (!plan_.local[k]) continue;
       grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
       // Only SGD masks, so only SGD needs the residue before the exchange.
       const bool residue = k < exchange.compressors() && o_.optimizer == Optimizer::kSgd;
@@ -496,11 +460,11 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     return Status::OK();
   }
   consecutive_bad_ = 0;
-  if (!warmup) ObserveAveraged(step);
+  if (!warmup) bins_->AfterStep(step, exchange, agg_);
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
-      if (!local_on_[k]) continue;
+      if (!plan_.local[k]) continue;
       const bool residue = k < exchange.compressors();
       local_->Commit(k, residue_before_[k],
                      residue ? exchange.compressor(k).residue() : std::span<const float>());
@@ -515,10 +479,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     const uint64_t n = static_cast<uint64_t>(prm.elements);
     step_totals.wire[type] += xr.wire_bytes[k];
     step_totals.dense[type] += n * 4 * static_cast<uint64_t>(p_);
-    if (bin_sizes_[k] && !warmup) {  // selected per bin: binned tensors only
+    const uint32_t bin = bins_->sizes()[k];
+    if (bin && !warmup) {  // selected per bin: binned tensors only
       step_totals.selected[type] += xr.selected[k];
-      step_totals.bins[type] +=
-          static_cast<uint64_t>(p_) * ((n + bin_sizes_[k] - 1) / bin_sizes_[k]);
+      step_totals.bins[type] += static_cast<uint64_t>(p_) * ((n + bin - 1) / bin);
     }
   }
   {
@@ -582,7 +546,7 @@ Status Learner::Evaluate(double* accuracy, double* loss) {
   double c = 0, l = 0, k = 0;
   for (int r = 0; r < p_; ++r) {
     ByteReader rd(all.rank(r), "evaluation message of learner " + std::to_string(r));
-    double v[3];
+    double v[3] = {};
     for (double& x : v) ADACOMP_RETURN_IF_ERROR(rd.Get(&x));
     if (!rd.AtEnd()) return Status::Corruption("evaluation message has trailing bytes");
     c += v[0];
@@ -705,7 +669,7 @@ Result<TrainSummary> Learner::Run() {
   f.tensors = static_cast<int64_t>(model_.params.size());
   f.train_examples = data_->train_count;
   f.test_examples = data_->test_count;
-  f.lightened_tensor_steps = lightened_;
+  f.lightened_tensor_steps = bins_->lightened();
   f.final_train_loss = last_window_loss_;
   f.totals = run_totals_;
   std::copy(std::begin(present_), std::end(present_), std::begin(f.present));
