@@ -72,6 +72,22 @@ class TrainerTest : public ::testing::Test {
     return out;
   }
 
+  // Runs o with a checkpoint every `every` steps into dir, "killed" after
+  // `stop_after` steps, then resumes it there to the end.
+  TrainSummary StopThenResume(const TrainOptions& o, const std::string& dir, int64_t every,
+                              int64_t stop_after) {
+    TrainOptions first = o;
+    first.checkpoint_dir = dir;
+    first.checkpoint_every = every;
+    TrainTestHooks stop;
+    stop.stop_after_steps = stop_after;
+    EXPECT_TRUE(Run(first, stop).stopped_early);
+    TrainOptions second = o;
+    second.checkpoint_dir = dir;
+    second.resume = true;
+    return Run(second);
+  }
+
   static TempDir* data_;
   std::string messages_;
 };
@@ -800,16 +816,8 @@ TEST_F(TrainerTest, LocalOptimizer) {
   EXPECT_EQ(skipped.learner_state_sha256, s7.learner_state_sha256);
 
   TempDir ckpt("ckpt-mc");
-  TrainOptions first = mc;
-  first.checkpoint_dir = ckpt.Path();
-  first.checkpoint_every = 3;
-  TrainTestHooks stop;
-  stop.stop_after_steps = 5;  // the last checkpoint is step 3
-  EXPECT_TRUE(Run(first, stop).stopped_early);
-  TrainOptions second = mc;
-  second.checkpoint_dir = ckpt.Path();
-  second.resume = true;
-  const TrainSummary resumed = Run(second);
+  // Stopped after step 5: the last checkpoint is step 3.
+  const TrainSummary resumed = StopThenResume(mc, ckpt.Path(), 3, 5);
   EXPECT_EQ(resumed.resumed_from_step, 3);
   EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
   EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
@@ -1071,16 +1079,8 @@ TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
   const TrainSummary full = Run(both);
   EXPECT_GT(full.lightened_tensor_steps, 0);
   TempDir ckpt("ckpt-schedule");
-  TrainOptions first = both;
-  first.checkpoint_dir = ckpt.Path();
-  first.checkpoint_every = 5;
-  TrainTestHooks stop;
-  stop.stop_after_steps = 7;  // the checkpoint of step 5 is in the ramp's second stage
-  EXPECT_TRUE(Run(first, stop).stopped_early);
-  TrainOptions second = both;
-  second.checkpoint_dir = ckpt.Path();
-  second.resume = true;
-  const TrainSummary resumed = Run(second);
+  // Stopped after step 7: the checkpoint of step 5 is in the ramp's second stage.
+  const TrainSummary resumed = StopThenResume(both, ckpt.Path(), 5, 7);
   EXPECT_EQ(resumed.resumed_from_step, 5);
   EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
   EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
