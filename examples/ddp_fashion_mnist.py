@@ -45,11 +45,9 @@ while a peer still talks to it.
 """
 
 import argparse
-import gzip
 import json
 import os
 import socket
-import struct
 import sys
 import time
 
@@ -59,23 +57,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The helpers the examples share; test_bad_calls checks bin_sizes and that
+# LAYER_TYPES, the types it accepts, are the hook's.
+from ddp_common import (LAYER_TYPES, bin_sizes, env_rank, link_bytes, mean,  # noqa: E402,F401
+                        median, read_idx)
+
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
 
-def read_idx(path):
-    """Reads an IDX file (gzip or raw) into a numpy array."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    ndim = data[3]
-    dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
-    count = int(np.prod(dims))
-    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != count:
-        raise ValueError(f"{path}: header says {count} values, file has {body.size}")
-    return body.reshape(dims)
 
 
 def load_split(data_dir, prefix):
@@ -116,23 +106,8 @@ def evaluate(model, x, y, rank, world):
     return correct[0].item() / correct[1].item()
 
 
-def env_rank():
-    """(rank, world size) from a launcher's environment (torchrun, cluster.sh run --each), or None."""
-    if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    return None
 
 
-def link_bytes(iface):
-    """(tx, rx) bytes of a network interface in this process's namespace, or None."""
-    if not iface:
-        return None
-    try:
-        base = f"/sys/class/net/{iface}/statistics"
-        with open(f"{base}/tx_bytes") as tx, open(f"{base}/rx_bytes") as rx:
-            return int(tx.read()), int(rx.read())
-    except OSError:
-        return None
 
 
 class Hook:
@@ -211,16 +186,8 @@ class Hook:
         return self.fixed, 0
 
 
-def mean(xs):
-    return sum(xs) / len(xs) if xs else float("nan")
 
 
-def median(xs):
-    if not xs:
-        return float("nan")
-    ys = sorted(xs)
-    n = len(ys)
-    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
 
 
 def worker(rank, args):
@@ -445,27 +412,8 @@ def epoch_list(text):
     return out
 
 
-LAYER_TYPES = ("conv", "fc", "lstm", "other")  # the hook's (adacomp.torch.LAYER_TYPES)
 
 
-def bin_sizes(text):
-    """"conv=25,fc=250" -> {"conv": 25, "fc": 250}: the hook checks the layer types."""
-    out = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        try:
-            size = int(value)
-        except ValueError:
-            size = 0
-        name = name.strip()
-        if not sep or size < 1 or name in out:
-            raise argparse.ArgumentTypeError(
-                f"not TYPE=SIZE,... with a positive size per layer type: {text!r}")
-        if name not in LAYER_TYPES:
-            raise argparse.ArgumentTypeError(
-                f"unknown layer type {name!r} in {text!r}; one of {', '.join(LAYER_TYPES)}")
-        out[name] = size
-    return out
 
 
 def main():
