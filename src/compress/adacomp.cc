@@ -98,7 +98,10 @@ class AdaCompCompressor final : public Compressor {
   Status SetBinSize(uint32_t bin_size) override {
     if (bin_size == 0) return Status::InvalidArgument("bin size must be >= 1");
     if (bin_size == bin_size_) return Status::OK();
-    Materialize();  // the last step's corrections belong to the old bins
+    // The deferred corrections name absolute indices, so the fused pass could
+    // still apply them under the new bins; applying them here keeps a size
+    // change independent of that pass's bookkeeping (it is rare: a schedule).
+    Materialize();
     const uint64_t n = elements();
     bin_size_ = bin_size;
     set_bin_size(bin_size);
