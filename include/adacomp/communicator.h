@@ -45,7 +45,10 @@ struct GatheredBuffers {
 //   AllReduceSum(Half) the ring's chunks, exactly: 4 (2 for half) bytes x
 //                      2 (P - 1) chunks each way;
 //   Broadcast          received: the buffer (non-roots); sent: the buffer x
-//                      (P - 1) (the root).
+//                      (P - 1) (the root);
+//   AllToAllV          an 8-byte piece length to and from each peer, then
+//                      sent: the pieces for the other ranks; received: the
+//                      pieces from them (a rank's piece for itself is free).
 // TCP/IP and MPI framing are not included.
 struct CommTraffic {
   uint64_t sent_bytes = 0;
@@ -63,6 +66,16 @@ class Communicator {
   // Every rank contributes `mine` (any length, including 0); on return `out`
   // holds every rank's bytes in rank order. No padding to the longest.
   virtual Status AllGatherV(std::span<const uint8_t> mine, GatheredBuffers* out) = 0;
+
+  // Personalized exchange: this rank's bytes for rank d are
+  // mine[offsets[d] .. offsets[d + 1]) (offsets: size() + 1 entries,
+  // non-decreasing, offsets[0] == 0, offsets[size()] == mine.size(); else
+  // InvalidArgument before anything is sent). On return out->rank(s) holds
+  // the bytes rank s addressed to this rank, this rank's own piece included.
+  // Ranks may pass different totals; each learns its pieces' lengths from
+  // the senders.
+  virtual Status AllToAllV(std::span<const uint8_t> mine, std::span<const size_t> offsets,
+                           GatheredBuffers* out) = 0;
 
   // Element-wise sum over ranks, in place, by a ring all-reduce
   // (reduce-scatter, then all-gather): every rank sends and receives

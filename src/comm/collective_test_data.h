@@ -46,6 +46,31 @@ inline std::vector<uint8_t> GatherInput(int rank, size_t n, int salt) {
   return v;
 }
 
+// AllToAllV: the piece rank `from` addresses to rank `to`, of nominal size
+// n; lengths vary with the pair (some n / 2, some empty).
+inline size_t PieceLength(int from, int to, size_t n) {
+  if ((from + to) % 4 == 3) return 0;
+  return (from + 2 * to) % 3 == 1 ? n / 2 : n;
+}
+
+inline uint8_t PieceByteOf(int from, int to, size_t i, int salt) {
+  return ByteOf(from * 4096 + to, i, salt);
+}
+
+// Every piece of rank `from`, for ranks 0 .. ranks - 1 in order, and their
+// offsets (ranks + 1 entries).
+inline std::vector<uint8_t> PiecesOf(int from, int ranks, size_t n, int salt,
+                                     std::vector<size_t>* offsets) {
+  std::vector<uint8_t> v;
+  offsets->assign(1, 0);
+  for (int to = 0; to < ranks; ++to) {
+    for (size_t i = 0; i < PieceLength(from, to, n); ++i)
+      v.push_back(PieceByteOf(from, to, i, salt));
+    offsets->push_back(v.size());
+  }
+  return v;
+}
+
 // Inputs for the half-precision all-reduce: magnitudes up to 50, so that
 // sums over 16 ranks stay far below half's 65504, and some tiny ones.
 inline float HalfInputOf(int rank, size_t i, int salt) {

@@ -27,13 +27,14 @@
 #include <vector>
 
 #include "../messages.h"
+#include "../pieces.h"
 #include "../ring.h"
 #include "adacomp/communicator.h"
 
 namespace adacomp {
 namespace {
 
-enum class Op { kAllGatherV, kAllReduceSum, kAllReduceSumHalf, kBroadcast, kBarrier };
+enum class Op { kAllGatherV, kAllReduceSum, kAllReduceSumHalf, kBroadcast, kBarrier, kAllToAllV };
 
 const char* OpName(Op op) {
   switch (op) {
@@ -47,6 +48,8 @@ const char* OpName(Op op) {
       return "Broadcast";
     case Op::kBarrier:
       return "Barrier";
+    case Op::kAllToAllV:
+      return "AllToAllV";
   }
   return "?";
 }
@@ -56,16 +59,19 @@ const char* OpName(Op op) {
 struct Slot {
   Op op = Op::kBarrier;
   const void* data = nullptr;
-  size_t count = 0;  // bytes (AllGatherV, Broadcast) or floats (AllReduceSum*)
-  int root = 0;      // Broadcast only
+  size_t count = 0;                 // bytes (AllGatherV, Broadcast) or floats (AllReduceSum*)
+  int root = 0;                     // Broadcast only
+  const size_t* offsets = nullptr;  // AllToAllV: size + 1 piece offsets into data
+  std::string problem = {};         // AllToAllV: what is wrong with this rank's pieces
 };
 
 // The combined result of one generation, shared read-only by every rank.
 struct Outcome {
   Status status;
-  std::vector<uint8_t> bytes;   // AllGatherV: all ranks' bytes; Broadcast: root's bytes
-  std::vector<size_t> offsets;  // AllGatherV
-  std::vector<float> sum;       // AllReduceSum, AllReduceSumHalf
+  std::vector<uint8_t> bytes;           // AllGatherV: all ranks' bytes; Broadcast: root's bytes
+  std::vector<size_t> offsets;          // AllGatherV
+  std::vector<float> sum;               // AllReduceSum, AllReduceSumHalf
+  std::vector<GatheredBuffers> pieces;  // AllToAllV: per destination, from each rank
 };
 
 using comm_internal::RankList;
@@ -200,6 +206,30 @@ class Group {
         out->offsets[ranks_] = at;
         break;
       }
+      case Op::kAllToAllV: {
+        for (int r = 0; r < ranks_; ++r) {
+          if (!slots_[r].problem.empty()) {
+            out->status = Status::InvalidArgument(
+                where + " (AllToAllV): rank " + std::to_string(r) + " passed " + slots_[r].problem);
+            return out;
+          }
+        }
+        out->pieces.resize(ranks_);
+        for (int d = 0; d < ranks_; ++d) {
+          GatheredBuffers& to = out->pieces[d];
+          to.offsets.assign(ranks_ + 1, 0);
+          for (int r = 0; r < ranks_; ++r) {
+            const size_t* off = slots_[r].offsets;
+            const size_t n = off[d + 1] - off[d];
+            to.offsets[r + 1] = to.offsets[r] + n;
+            if (n > 0) {
+              const auto* from = static_cast<const uint8_t*>(slots_[r].data) + off[d];
+              to.data.insert(to.data.end(), from, from + n);
+            }
+          }
+        }
+        break;
+      }
       case Op::kAllReduceSum:
       case Op::kAllReduceSumHalf: {
         const size_t n = slots_[0].count;
@@ -314,6 +344,29 @@ class InProcessCommunicator final : public Communicator {
     if (p > 1) {
       traffic_.sent_bytes += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(p - 1);
       traffic_.received_bytes += out->data.size() - mine.size();
+    }
+    return Status::OK();
+  }
+
+  Status AllToAllV(std::span<const uint8_t> mine, std::span<const size_t> offsets,
+                   GatheredBuffers* out) override {
+    assert(out != nullptr);
+    Slot slot{Op::kAllToAllV, mine.data(), mine.size(), 0};
+    slot.problem = comm_internal::PieceOffsetsProblem(offsets, size(), mine.size());
+    if (slot.problem.empty()) slot.offsets = offsets.data();
+    std::shared_ptr<const Outcome> outcome;
+    const Status st = group_->Run(rank_, slot, &outcome);
+    CountHeaders(outcome);
+    ADACOMP_RETURN_IF_ERROR(st);
+    *out = outcome->pieces[rank_];
+    const int p = size();
+    if (p > 1) {
+      const uint64_t peers = static_cast<uint64_t>(p - 1);
+      const size_t own_in = out->offsets[rank_ + 1] - out->offsets[rank_];
+      const size_t own_out = offsets[rank_ + 1] - offsets[rank_];
+      traffic_.sent_bytes += comm_internal::kPieceLengthBytes * peers + mine.size() - own_out;
+      traffic_.received_bytes +=
+          comm_internal::kPieceLengthBytes * peers + out->data.size() - own_in;
     }
     return Status::OK();
   }

@@ -88,6 +88,47 @@ TEST_P(CollectiveTest, AllGatherVReturnsEveryRanksBytesInRankOrder) {
   });
 }
 
+// Rank `viewer` received from every rank r exactly the piece r addressed to it.
+void ExpectPieces(const GatheredBuffers& g, int ranks, size_t n, int salt, int viewer) {
+  ASSERT_EQ(g.ranks(), static_cast<size_t>(ranks)) << "viewer rank " << viewer;
+  ASSERT_EQ(g.offsets.front(), 0u);
+  ASSERT_EQ(g.offsets.back(), g.data.size());
+  for (int r = 0; r < ranks; ++r) {
+    std::span<const uint8_t> got = g.rank(r);
+    ASSERT_EQ(got.size(), PieceLength(r, viewer, n)) << "viewer " << viewer << " from " << r;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], PieceByteOf(r, viewer, i, salt))
+          << "viewer " << viewer << " from " << r << " byte " << i;
+    }
+  }
+}
+
+TEST_P(CollectiveTest, AllToAllVDeliversEachPieceToItsRankAndCountsItsBytes) {
+  Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<size_t> offsets;
+    const std::vector<uint8_t> mine = PiecesOf(c.rank(), ranks(), n(), 3, &offsets);
+    GatheredBuffers out;
+    out.data.assign(7, 0xEE);  // stale contents must be replaced
+    out.offsets.assign(2, 3);
+    const CommTraffic before = c.traffic();
+    ASSERT_TRUE(c.AllToAllV(mine, offsets, &out).ok());
+    ExpectPieces(out, ranks(), n(), 3, c.rank());
+    // Scalar count: a header and a length each way per peer, the pieces
+    // for (from) the other ranks.
+    uint64_t sent = 0, received = 0;
+    for (int r = 0; r < ranks(); ++r) {
+      if (r == c.rank()) continue;
+      sent += 32 + 8 + PieceLength(c.rank(), r, n());
+      received += 32 + 8 + PieceLength(r, c.rank(), n());
+    }
+    const CommTraffic after = c.traffic();
+    EXPECT_EQ(after.sent_bytes - before.sent_bytes, sent);
+    EXPECT_EQ(after.received_bytes - before.received_bytes, received);
+    EXPECT_EQ(after.collectives - before.collectives, 1u);
+  });
+}
+
 TEST_P(CollectiveTest, AllReduceSumIsTheRingFoldBitForBitOnEveryRank) {
   Comms comms = CreateInProcessGroup(ranks(), kTestTimeout);
   const std::vector<float> expected = ExpectedSum(ranks(), n(), 2);
@@ -321,6 +362,31 @@ TEST(InProcessMismatch, AllReduceSumHalfSizesDifferFailsOnEveryRank) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find("AllReduceSumHalf"), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("rank 2 3 floats"), std::string::npos) << s.ToString();
+  });
+}
+
+TEST(InProcessMismatch, AllToAllVBadOffsetsOnOneRankFailOnEveryRank) {
+  Comms comms = CreateInProcessGroup(3, kTestTimeout);
+  OnEveryRank(comms, [&](Communicator& c) {
+    std::vector<uint8_t> mine(6, 1);
+    std::vector<size_t> offsets = {0, 2, 4, 6};
+    if (c.rank() == 1) offsets = {0, 4, 2, 6};  // decreasing
+    GatheredBuffers out;
+    Status s = c.AllToAllV(mine, offsets, &out);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 1 passed piece offsets decrease at rank 1"), std::string::npos)
+        << s.ToString();
+    // Too few offsets, and offsets that do not end at the buffer's end.
+    std::vector<size_t> short_offsets = {0, 6};
+    std::vector<size_t> long_end = {0, 2, 4, 7};
+    s = c.AllToAllV(mine, c.rank() == 0 ? short_offsets : long_end, &out);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 passed 2 piece offsets for 3 ranks"), std::string::npos)
+        << s.ToString();
+    // The group goes on.
+    offsets = {0, 2, 4, 6};
+    ASSERT_TRUE(c.AllToAllV(mine, offsets, &out).ok());
+    EXPECT_EQ(out.data.size(), 6u);
   });
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../messages.h"
+#include "../pieces.h"
 #include "../ring.h"
 
 namespace adacomp {
@@ -61,7 +62,8 @@ enum Kind : int64_t {
   kBroadcast = 3,
   kBarrier = 4,
   kLeave = 5,
-  kAllReduceSumHalf = 6
+  kAllReduceSumHalf = 6,
+  kAllToAllV = 7
 };
 
 const char* KindName(int64_t kind) {
@@ -78,6 +80,8 @@ const char* KindName(int64_t kind) {
       return "Leave";
     case kAllReduceSumHalf:
       return "AllReduceSumHalf";
+    case kAllToAllV:
+      return "AllToAllV";
   }
   return "unknown collective";
 }
@@ -389,6 +393,83 @@ class MpiCommunicator final : public Communicator {
     return Status::OK();
   }
 
+  Status AllToAllV(std::span<const uint8_t> mine, std::span<const size_t> offsets,
+                   GatheredBuffers* out) override {
+    assert(out != nullptr);
+    // A rank with bad offsets still takes part (count -1), so that every
+    // rank returns the error instead of waiting for it.
+    const std::string problem = comm_internal::PieceOffsetsProblem(offsets, size_, mine.size());
+    Collective c;
+    const Status begun =
+        Begin(kAllToAllV, problem.empty() ? static_cast<int64_t>(mine.size()) : -1, 0, &c);
+    if (!begun.ok()) {
+      return problem.empty() ? begun : Status(begun.code(), begun.message() + " (" + problem + ")");
+    }
+    if (size_ == 1) {
+      out->data.assign(mine.begin(), mine.end());
+      out->offsets = {0, mine.size()};
+      return Status::OK();
+    }
+    if (mine.size() > static_cast<size_t>(INT_MAX)) {
+      return Status::OutOfRange(Where(c) + ": " + std::to_string(mine.size()) +
+                                " bytes of pieces, over MPI's int limit of " +
+                                std::to_string(INT_MAX));
+    }
+    send_lengths_.resize(size_);
+    recv_lengths_.assign(size_, 0);
+    for (int d = 0; d < size_; ++d) {
+      send_lengths_[d] = static_cast<int64_t>(offsets[d + 1] - offsets[d]);
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Ialltoall", [&] {
+      return MPI_Ialltoall(send_lengths_.data(), 1, MPI_INT64_T, recv_lengths_.data(), 1,
+                           MPI_INT64_T, comm_, &request);
+    }));
+    ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+    recv_lengths_[rank_] = send_lengths_[rank_];
+    out->offsets.assign(size_ + 1, 0);
+    for (int r = 0; r < size_; ++r) {
+      if (recv_lengths_[r] < 0 || recv_lengths_[r] > INT_MAX) {
+        return Fail(Status::Internal(Where(c) + ": rank " + std::to_string(r) +
+                                     " announced a piece of " + std::to_string(recv_lengths_[r]) +
+                                     " bytes"));
+      }
+      out->offsets[r + 1] = out->offsets[r] + static_cast<size_t>(recv_lengths_[r]);
+    }
+    const size_t total = out->offsets[size_];
+    if (total > static_cast<size_t>(INT_MAX)) {
+      return Status::OutOfRange(Where(c) + ": the pieces for this rank add up to " +
+                                std::to_string(total) + " bytes, over MPI's int limit of " +
+                                std::to_string(INT_MAX));
+    }
+    send_bytes_.assign(mine.begin(), mine.end());
+    send_bytes_.push_back(0);  // never a null buffer
+    recv_bytes_.resize(total + 1);
+    counts_.resize(size_);
+    displs_.resize(size_);
+    send_counts_.resize(size_);
+    send_displs_.resize(size_);
+    for (int r = 0; r < size_; ++r) {
+      counts_[r] = static_cast<int>(recv_lengths_[r]);
+      displs_[r] = static_cast<int>(out->offsets[r]);
+      send_counts_[r] = static_cast<int>(send_lengths_[r]);
+      send_displs_[r] = static_cast<int>(offsets[r]);
+    }
+    ADACOMP_RETURN_IF_ERROR(Call(c, "MPI_Ialltoallv", [&] {
+      return MPI_Ialltoallv(send_bytes_.data(), send_counts_.data(), send_displs_.data(), MPI_BYTE,
+                            recv_bytes_.data(), counts_.data(), displs_.data(), MPI_BYTE, comm_,
+                            &request);
+    }));
+    ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
+    out->data.assign(recv_bytes_.begin(), recv_bytes_.begin() + total);
+    const uint64_t peers = static_cast<uint64_t>(size_ - 1);
+    traffic_.sent_bytes +=
+        comm_internal::kPieceLengthBytes * peers + mine.size() - send_lengths_[rank_];
+    traffic_.received_bytes +=
+        comm_internal::kPieceLengthBytes * peers + total - send_lengths_[rank_];
+    return Status::OK();
+  }
+
   Status AllReduceSum(std::span<float> data) override { return RingAllReduce(kAllReduceSum, data); }
 
   Status AllReduceSumHalf(std::span<float> data) override {
@@ -648,6 +729,14 @@ class MpiCommunicator final : public Communicator {
                    std::to_string(headers_[r].sequence);
           }));
     }
+    if (c.kind == kAllToAllV) {
+      for (int r = 0; r < size_; ++r) {
+        if (headers_[r].count < 0) {
+          return Status::InvalidArgument(Where(c) + ": rank " + std::to_string(r) +
+                                         " passed bad piece offsets");
+        }
+      }
+    }
     if ((c.kind == kAllReduceSum || c.kind == kAllReduceSumHalf) && !same_count) {
       return Status::InvalidArgument(
           Where(c) +
@@ -810,6 +899,9 @@ class MpiCommunicator final : public Communicator {
   std::vector<uint8_t> recv_bytes_;
   std::vector<int> counts_;
   std::vector<int> displs_;
+  std::vector<int> send_counts_;                      // AllToAllV
+  std::vector<int> send_displs_;                      // AllToAllV
+  std::vector<int64_t> send_lengths_, recv_lengths_;  // AllToAllV
   std::vector<float> ring_work_;
   std::vector<float> ring_recv_;
   std::vector<uint16_t> ring_send_half_;

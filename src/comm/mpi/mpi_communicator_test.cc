@@ -188,6 +188,55 @@ TEST(Mpi, AllGatherVTrafficEqualsTheInProcessGroups) {
             got.data.size() - GatherLength(g_comm->rank(), 1001) + 32 * (p - 1));
 }
 
+TEST(Mpi, AllToAllVDeliversEachPieceAndCountsWhatTheInProcessGroupCounts) {
+  const int p = g_comm->size();
+  const int me = g_comm->rank();
+  for (size_t n : kSizes) {
+    std::vector<size_t> offsets;
+    const std::vector<uint8_t> mine = PiecesOf(me, p, n, 9, &offsets);
+    const CommTraffic before = g_comm->traffic();
+    GatheredBuffers got;
+    ASSERT_TRUE(g_comm->AllToAllV(mine, offsets, &got).ok()) << "n " << n;
+    const CommTraffic after = g_comm->traffic();
+    ASSERT_EQ(got.ranks(), static_cast<size_t>(p));
+    for (int r = 0; r < p; ++r) {
+      const auto piece = got.rank(r);
+      ASSERT_EQ(piece.size(), PieceLength(r, me, n)) << "from " << r << " n " << n;
+      for (size_t i = 0; i < piece.size(); ++i) {
+        ASSERT_EQ(piece[i], PieceByteOf(r, me, i, 9)) << "from " << r << " byte " << i;
+      }
+    }
+    CommTraffic ref;
+    InProcess(p, [&](Communicator& c) {
+      std::vector<size_t> off;
+      const std::vector<uint8_t> theirs = PiecesOf(c.rank(), p, n, 9, &off);
+      GatheredBuffers out;
+      ASSERT_TRUE(c.AllToAllV(theirs, off, &out).ok());
+      if (c.rank() == me) ref = c.traffic();
+    });
+    EXPECT_EQ(after.sent_bytes - before.sent_bytes, ref.sent_bytes) << "n " << n;
+    EXPECT_EQ(after.received_bytes - before.received_bytes, ref.received_bytes) << "n " << n;
+  }
+}
+
+TEST(Mpi, AllToAllVBadOffsetsOnOneRankFailOnEveryRankAndTheJobGoesOn) {
+  const int p = g_comm->size();
+  const int me = g_comm->rank();
+  std::vector<uint8_t> mine(static_cast<size_t>(p), 1);
+  std::vector<size_t> offsets(static_cast<size_t>(p) + 1);
+  for (int d = 0; d <= p; ++d) offsets[d] = static_cast<size_t>(d);
+  std::vector<size_t> bad = offsets;
+  bad.back() += 1;  // past the buffer's end
+  GatheredBuffers out;
+  Status s = g_comm->AllToAllV(mine, me == p - 1 ? bad : offsets, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("rank " + std::to_string(p - 1) + " passed bad piece offsets"),
+            std::string::npos)
+      << s.ToString();
+  ASSERT_TRUE(g_comm->AllToAllV(mine, offsets, &out).ok());
+  EXPECT_EQ(out.data.size(), static_cast<size_t>(p));
+}
+
 TEST(Mpi, BroadcastFromEveryRoot) {
   const int p = g_comm->size();
   for (size_t n : kSizes) {
