@@ -78,7 +78,7 @@ setup(
     version=project_version(),
     description="AdaComp adaptive residual gradient compression: codec, functional API "
                 "and a PyTorch DDP communication hook",
-    packages=["adacomp"],
+    packages=["adacomp", "adacomp.torch"],
     package_dir={"adacomp": str(Path("adacomp"))},
     ext_modules=[CMakeExtension("adacomp._adacomp")],
     cmdclass={"build_ext": CMakeBuild},

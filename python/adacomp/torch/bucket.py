@@ -1,0 +1,116 @@
+"""One bucket's data: which slice of it is which parameter's (_layout), the float32
+copy it is compressed from and decoded into (_working_copy), the check for
+non-finite gradients, and the average of every rank's frames written over it."""
+
+import torch
+
+from .. import FrameError, _adacomp
+
+
+def _working_copy(buf, index):
+    """The float32 CPU tensor the bucket is compressed from and decoded into."""
+    if buf.device.type != "cpu":
+        raise ValueError(f"adacomp hook: bucket {index} is on {buf.device}; this build "
+                         f"compresses CPU tensors only (use the Gloo backend with CPU "
+                         f"gradients)")
+    if buf.is_sparse or not buf.is_contiguous():
+        raise ValueError(f"adacomp hook: bucket {index} is not a dense contiguous tensor")
+    if buf.numel() == 0:
+        raise ValueError(f"adacomp hook: bucket {index} is empty")
+    if buf.dtype == torch.float32:
+        return buf.detach()
+    if buf.dtype in (torch.float16, torch.bfloat16):
+        return buf.detach().float()  # residues stay float32; the result is rounded back
+    raise ValueError(f"adacomp hook: bucket {index} holds {buf.dtype} gradients; the hook "
+                     f"compresses float32, float16 and bfloat16")
+
+
+def _layout(bucket, buf, entry):
+    """[(entry, offset, numel)] of the bucket's parameters, in bucket order (entry:
+    AdaCompState._entry, which gives a parameter's _Entry)."""
+    params = bucket.parameters()
+    grads = bucket.gradients()
+    total = buf.numel()
+    layout = []
+    views_ok = len(grads) == len(params)
+    if views_ok:
+        base = buf.data_ptr()
+        size = buf.element_size()
+        for p, g in zip(params, grads):
+            delta = g.data_ptr() - base
+            if (delta % size or not g.is_contiguous() or g.numel() != p.numel()
+                    or delta // size + g.numel() > total or delta < 0):
+                views_ok = False
+                break
+            layout.append((entry(p), delta // size, p.numel()))
+    if not views_ok:  # DDP lays the bucket out in parameter order without gaps
+        layout, off = [], 0
+        for p in params:
+            layout.append((entry(p), off, p.numel()))
+            off += p.numel()
+        if off != total:
+            raise RuntimeError(f"adacomp: bucket {bucket.index()} holds {total} elements, its "
+                               f"parameters {off}; cannot map gradients to parameters")
+    return [x for x in layout if x[2] > 0]
+
+
+def _non_finite(arr, layout):
+    """The error for the bucket's first non-finite element, or None if all are finite.
+    The whole bucket is checked before anything in it is compressed."""
+    bad = _adacomp.find_non_finite(arr)
+    if bad is None:
+        return None
+    where = next(((e, bad - off) for e, off, n in layout if off <= bad < off + n),
+                 (None, bad))
+    what = (f"parameter {where[0].name!r}, element {where[1]}"
+            if where[0] is not None else f"bucket element {bad}")
+    return ValueError(f"adacomp hook: non-finite gradient ({float(arr[bad])}) "
+                      f"in {what}")
+
+
+def _average(ex, received, counters):
+    """Writes the average of every rank's frames over the bucket (ex.buf) and counts
+    them in counters (the step's, per layer type); raises on a frame that fails to
+    decode. received: [(rank, header, memoryview of its frames)] in rank order."""
+    for (e, _, _), s in zip(ex.layout, ex.stats):
+        counters[e.layer_type].add_compress(s)
+    arr = ex.work.numpy()
+    # Per parameter, the average of every rank's frame in rank order: bit for bit
+    # zeroing the slice, adding the frames rank after rank and dividing by the world
+    # size. The gradient is not state: on a failure below the step is skipped.
+    covered = 0  # elements of the bucket outside every parameter's slice are zeroed
+    for _, off, n in sorted(ex.layout, key=lambda x: x[1]):
+        if off > covered:
+            arr[covered:off] = 0
+        covered = max(covered, off + n)
+    if covered < arr.size:
+        arr[covered:] = 0
+    views = [v for _, _, v in received]
+    if ex.layout:
+        # Every rank's message (its frames, one per parameter in bucket order) at
+        # once: all frames and the absence of leftover bytes are checked before
+        # any slice is written.
+        try:
+            used = _adacomp.decompress_average_messages(
+                views, [arr[off:off + n] for _, off, n in ex.layout],
+                [e.tensor_id for e, _, _ in ex.layout])
+        except (FrameError, ValueError) as exc:
+            r, k = getattr(exc, "message", None), getattr(exc, "tensor", None)
+            if r is None:
+                raise
+            if k < len(ex.layout):
+                where = f"parameter {ex.layout[k][0].name!r}"
+            else:
+                where = "after the last parameter's frame"
+            raise type(exc)(f"rank {r}, bucket {ex.index}, {where}: {exc}") from None
+        for (e, _, n), lengths in zip(ex.layout, used):
+            c = counters[e.layer_type]
+            c.gathered_elements += n * len(views)
+            c.gathered_bytes += sum(lengths)
+    else:
+        for r, v in enumerate(views):
+            if len(v):
+                raise FrameError(f"rank {r}, bucket {ex.index}: {len(v)} bytes for a "
+                                 f"bucket without parameters")
+    if ex.work is not ex.buf:
+        ex.buf.copy_(ex.work)

@@ -1,0 +1,499 @@
+"""AdaCompState, the state of the hook: its settings, the parameters and their
+compressors, checkpoints (state_dict), statistics, and each bucket's part of a step
+(compress and send at the hook's call, decode and settle when the messages are in)."""
+
+import collections
+import threading
+
+import torch.distributed as dist
+from torch import nn
+
+from .. import CODECS, Compressor, _adacomp
+from .bucket import _average, _layout, _non_finite, _working_copy
+from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
+from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
+from .stats import _Counters, _per_type, _report
+from .step import _Step
+from .transport import _Exchange
+from .worker import _LIVE_STATES, _exchange_thread
+
+
+def _mix_seed(seed, rank, tensor_id):
+    """A distinct 64-bit generator seed per (seed, rank, tensor) (splitmix64 finaliser)."""
+    z = (seed * 0x9E3779B97F4A7C15 + rank * 0xBF58476D1CE4E5B9 + tensor_id + 1) & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return z ^ (z >> 31)
+
+
+class _Entry:
+    """One parameter: its key, wire tensor id, layer type and compressor."""
+
+    __slots__ = ("name", "tensor_id", "layer_type", "numel", "param", "compressor")
+
+
+class AdaCompState:
+    """State of the AdaComp DDP hook: per-parameter compressors and statistics.
+
+    Args:
+        process_group: the group to all-gather over (None: the default group).
+        model: the module DDP wraps (or the DDP module itself). Gives stable
+            parameter names (residue keys, checkpoints) and layer types.
+            Without it, parameters are named "param<k>" in the order the hook
+            first meets them and typed by shape; that order is deterministic
+            for a given model and DDP setup, but a model is recommended.
+        codec: any codec of ``adacomp.CODECS``; "adacomp" by default.
+        bin_size: one L_T for every tensor, or None for the layer-type defaults.
+        bin_sizes: per-type overrides, e.g. {"conv": 25}.
+        values, density, tau, seed: as in ``adacomp.Compressor`` (terngrad's
+            seed is mixed with the rank and the tensor id).
+        dense_types: layer types to send uncompressed (codec "dense").
+        layer_types: {parameter name: type} overrides of the automatic typing.
+        overlap: True (default): the hook returns as soon as a bucket's frames are
+            sent, and a thread of the state receives and decodes them while DDP
+            goes on with backward; False: each bucket is exchanged and decoded
+            before the hook returns (same results, bit for bit).
+        ramp_steps, ramp_start, ramp_stages: the bin-size ramp of
+            ``adacomp train --ramp-steps`` (docs/algorithm.md section 6): over the
+            first ramp_steps steps L_T climbs from ramp_start to each tensor's
+            bin size in ramp_stages geometric stages; 0 (default): fixed L_T.
+    """
+
+    def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
+                 bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
+                 dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
+                 ramp_stages=4):
+        # The settings.
+        if codec not in CODECS:
+            raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
+        self.ramp_steps, self.ramp_start, self.ramp_stages = (
+            int(ramp_steps), int(ramp_start), int(ramp_stages))
+        if self.ramp_steps:
+            if codec != "adacomp":
+                raise ValueError(f"ramp_steps needs codec 'adacomp', not {codec!r}")
+            # The trainer's checks of the settings (ValueError naming the field).
+            _adacomp.ramp_bin_size(1, 0, self.ramp_steps, self.ramp_start, self.ramp_stages)
+        self.process_group = process_group
+        self.codec = codec
+        self.values = values
+        self.density = float(density)
+        self.tau = float(tau)
+        self.seed = int(seed)
+        self.bin_sizes = dict(DEFAULT_BIN_SIZES)
+        if bin_sizes:
+            for t, v in bin_sizes.items():
+                if t not in LAYER_TYPES:
+                    raise ValueError(f"bin_sizes: unknown layer type {t!r}; one of {LAYER_TYPES}")
+                self.bin_sizes[t] = int(v)
+        if bin_size is not None:
+            self.bin_sizes = {t: int(bin_size) for t in LAYER_TYPES}
+        for t in dense_types:
+            if t not in LAYER_TYPES:
+                raise ValueError(f"dense_types: unknown layer type {t!r}; one of {LAYER_TYPES}")
+        self.dense_types = tuple(dense_types)
+        self.overlap = bool(overlap)
+        # The parameters.
+        self._by_id = {}        # id(param) -> _Entry
+        self._by_name = {}      # name -> _Entry
+        self._pending = {}      # name -> compressor state_dict loaded before the entry existed
+        self._next_id = 0
+        self._model_given = model is not None
+        # The step (see step.py), under self._lock.
+        self._lock = threading.Lock()
+        self._open = None       # the step in progress (a _Step), None between steps
+        self.step_error = None  # the StepAborted of the current/last step, None if it went well
+        # Statistics (see stats.py).
+        self.steps = 0
+        self.buckets = 0
+        self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
+        self.transport_bytes = 0
+        self._totals = _per_type()
+        self._step = _per_type()
+        self._last_step = _per_type()
+        # The exchange (see _Exchange): per bucket slot, the receive capacity every rank
+        # agrees on, the receive buffers, and the tensors of the slot's last exchange.
+        self._capacity = {}
+        self._recv_buffers = {}
+        self._comm_tensors = {}
+        # The exchange thread (see worker.py).
+        self._inflight = collections.deque()  # exchanges started, not finished, in order
+        self._cv = threading.Condition()
+        self._thread = None
+        self._closing = False
+        _LIVE_STATES.add(self)
+        if model is not None:
+            if isinstance(model, nn.parallel.DistributedDataParallel):
+                model = model.module
+            types = layer_types_of(model)
+            if layer_types:
+                for name, t in layer_types.items():
+                    if name not in types:
+                        raise ValueError(f"layer_types: the model has no parameter {name!r}")
+                    if t not in LAYER_TYPES:
+                        raise ValueError(f"layer_types: unknown layer type {t!r} for {name!r}")
+                    types[name] = t
+            for name, p in model.named_parameters():
+                if p.requires_grad:
+                    self._add_entry(p, name, types[name])
+        elif layer_types:
+            raise ValueError("layer_types needs model=")
+
+    # ----- parameters and their compressors -------------------------------------------------
+
+    def _rank(self):
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(self.process_group)
+        return 0
+
+    def _add_entry(self, param, name, layer_type):
+        e = _Entry()
+        e.name = name
+        e.tensor_id = self._next_id
+        self._next_id += 1
+        e.layer_type = layer_type
+        e.numel = param.numel()
+        e.param = param  # keeps id(param) from being reused while the entry exists
+        e.compressor = None
+        if e.numel > 0:
+            codec = "dense" if layer_type in self.dense_types else self.codec
+            e.compressor = Compressor(
+                e.numel, codec=codec, bin_size=self.bin_sizes[layer_type], values=self.values,
+                density=self.density, tau=self.tau,
+                seed=_mix_seed(self.seed, self._rank(), e.tensor_id), tensor_id=e.tensor_id)
+            if name in self._pending:
+                e.compressor.load_state_dict(self._pending.pop(name))
+        self._by_id[id(param)] = e
+        self._by_name[name] = e
+        return e
+
+    def _entry(self, param):
+        e = self._by_id.get(id(param))
+        if e is None:
+            name = f"param{self._next_id}"
+            while name in self._by_name:
+                name += "_"
+            e = self._add_entry(param, name, _type_by_shape(param))
+        return e
+
+    def parameter_names(self):
+        """The residue keys, in tensor-id order."""
+        return sorted(self._by_name, key=lambda n: self._by_name[n].tensor_id)
+
+    def layer_type(self, name):
+        return self._by_name[name].layer_type
+
+    def residues(self):
+        """{parameter name: copy of its residue as a float32 numpy array}."""
+        return {n: e.compressor.residue for n, e in self._by_name.items() if e.compressor}
+
+    # ----- checkpoints -----------------------------------------------------------------------
+
+    def state_dict(self):
+        """Residues (and generator states) by parameter name, plus step counters and totals."""
+        with self._lock:
+            params = {}
+            for name, e in self._by_name.items():
+                if e.compressor is None:
+                    continue
+                d = e.compressor.state_dict()
+                d["layer_type"] = e.layer_type
+                params[name] = d
+            params.update({n: s for n, s in self._pending.items() if n not in params})
+            return {
+                "format": "adacomp.torch.AdaCompState/1",
+                "codec": self.codec,
+                "params": params,
+                "steps": self.steps,
+                "buckets": self.buckets,
+                "transport_bytes": self.transport_bytes,
+                "totals": {t: c.as_dict() for t, c in self._totals.items()},
+            }
+
+    def load_state_dict(self, state):
+        """Restores what state_dict() returned. Checks every entry before changing anything."""
+        if state.get("format") != "adacomp.torch.AdaCompState/1":
+            raise ValueError(f"not an AdaCompState state_dict (format {state.get('format')!r})")
+        with self._lock:
+            params = state["params"]
+            for name, d in params.items():
+                e = self._by_name.get(name)
+                if e is None:
+                    if self._model_given:
+                        raise ValueError(f"state_dict has a residue for parameter {name!r}, which "
+                                         f"the model does not have")
+                    continue
+                if e.compressor is None or d.get("elements") != e.numel:
+                    raise ValueError(f"state_dict entry {name!r} has {d.get('elements')} elements, "
+                                     f"the parameter has {e.numel}")
+                if d.get("codec") != e.compressor.codec:
+                    raise ValueError(f"state_dict entry {name!r} is for codec {d.get('codec')!r}, "
+                                     f"this state uses {e.compressor.codec!r}")
+            # Validate the state bytes on scratch compressors so a failure changes nothing.
+            for name, d in params.items():
+                e = self._by_name.get(name)
+                if e is not None:
+                    scratch = Compressor(e.numel, codec=e.compressor.codec,
+                                         bin_size=e.compressor.bin_size,
+                                         values=e.compressor.values, density=self.density,
+                                         tau=self.tau, tensor_id=e.tensor_id)
+                    scratch.load_state_dict(d)
+            for name, d in params.items():
+                e = self._by_name.get(name)
+                if e is None:
+                    self._pending[name] = d
+                else:
+                    e.compressor.load_state_dict(d)
+            self._open = None  # a step in progress is superseded by the loaded state
+            self.steps = int(state.get("steps", 0))
+            self.buckets = int(state.get("buckets", 0))
+            self.transport_bytes = int(state.get("transport_bytes", 0))
+            totals = state.get("totals", {})
+            self._totals = {t: _Counters.from_dict(totals.get(t, {})) for t in LAYER_TYPES}
+
+    # ----- statistics ------------------------------------------------------------------------
+
+    def stats(self):
+        """Totals since the start (or the loaded checkpoint), per layer type and end to end.
+
+        Keys: steps, buckets, transport_bytes, end_to_end, per_type {conv, fc, lstm, other},
+        last_step {end_to_end, per_type}. Each counter dict has elements, bytes_sent,
+        bytes_dense (4 x elements), compression_rate (bytes_dense / bytes_sent, this rank),
+        gathered_elements, gathered_bytes (frame bytes of all ranks) and
+        gathered_compression_rate (32 x elements x world / bits of all ranks' frames),
+        selected, bins, selected_per_bin, frames, bin_histogram.
+        """
+        with self._lock:
+            return _report(self.steps, self.buckets, self.transport_bytes, self._totals,
+                           self._last_step)
+
+    def compression_rate(self):
+        """End-to-end rate of this rank's frames since the start: 32-bit bytes / frame bytes."""
+        return self.stats()["end_to_end"]["compression_rate"]
+
+    def reset_stats(self):
+        with self._lock:
+            self.transport_bytes = 0
+            self._totals = _per_type()
+
+    # ----- the exchange ----------------------------------------------------------------------
+
+    def exchange_bucket(self, bucket):
+        """Compresses one bucket and starts its exchange; returns a torch Future.
+
+        The future completes with the bucket tensor, which then holds every
+        rank's average, once all peers' frames have arrived and been decoded
+        (on the state's exchange thread, so that DDP goes on with backward and
+        the next buckets meanwhile; ``overlap=False`` does it all before
+        returning). It fails with a StepAborted when the step failed on any rank.
+
+        A step (the buckets of one backward pass, up to ``bucket.is_last()``)
+        is atomic for this state: on any error in any bucket, on any rank, every
+        compressor touched in the step gets its start-of-step residue, step
+        counter and last_stats back, the step's statistics are dropped, and the
+        futures of that bucket and of the rest of the step fail on every rank.
+        Every bucket is exchanged all the same (a failed rank sends a failure
+        marker instead of frames), so no rank waits for a message never sent.
+        """
+        with self._lock:
+            ex = self._launch(bucket)
+        if ex.world == 1 or not self.overlap:
+            self._finish(ex)
+        else:
+            self._enqueue(ex)
+        return ex.future
+
+    def reduce_bucket(self, bucket):
+        """exchange_bucket, waited for: returns the averaged bucket tensor or raises
+        the StepAborted that failed the step."""
+        v = self.exchange_bucket(bucket).wait()
+        if isinstance(v, _Failed):
+            raise v.error
+        return v
+
+    def abort_step(self):
+        """Rolls back a step whose backward pass did not reach the last bucket.
+
+        The hook does this itself when it fails a step; call it only if backward
+        failed outside the hook (e.g. in your own autograd code) after some
+        buckets were reduced on every rank. Returns whether a step was open.
+        """
+        self.wait_idle()
+        with self._lock:
+            if self._open is None:
+                return False
+            self._drop_step()
+            return True
+
+    def close(self, timeout=5.0):
+        """Waits (up to ``timeout`` seconds each) for the exchanges in flight and for the
+        state's exchange thread to end; a later bucket starts a new thread. The
+        thread holds the state, so a state that has exchanged with overlap lives
+        until closed; the module closes every live state at interpreter exit.
+        Returns whether the thread ended."""
+        self.wait_idle(timeout)
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+            t = self._thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def wait_idle(self, timeout=None):
+        """Waits until no exchange of this state is in flight. Returns whether it is idle."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._inflight, timeout)
+
+    # ----- the step (see step.py) ------------------------------------------------------------
+
+    def _begin_step(self):
+        self.step_error = None
+        self._open = _Step(self.buckets, self.transport_bytes)
+
+    def _snapshot(self, layout):
+        self._open.snapshot(layout)
+
+    def _rollback_step(self):
+        """Undoes the open step's compressions and statistics; the step stays open, failed."""
+        step = self._open
+        self.buckets = step.buckets
+        self.transport_bytes = step.transport_bytes
+        self._step = _per_type()
+        self.aborted_steps += 1
+        step.restore()
+
+    def _drop_step(self):
+        """Ends the open step unapplied (rolled back unless a failure did that already)."""
+        if not self._open.failed:
+            self._rollback_step()
+        self._open = None
+
+    def _commit_step(self):
+        self._open.discard()
+        self._open = None
+        self.steps += 1
+        for t in LAYER_TYPES:
+            self._totals[t].merge(self._step[t])
+        self._last_step = self._step
+        self._step = _per_type()
+
+    def _launch(self, bucket):
+        """On the caller's thread, under the lock: compresses and posts the messages."""
+        ids = [id(p) for p in bucket.parameters()]
+        if self._open is not None and self._open.has_seen(ids):
+            # A parameter seen twice: a new step. If the last one never reached its last
+            # bucket (its backward failed outside the hook), it was not applied; undo it.
+            self.wait_idle_locked()
+            if self._open is not None:
+                self._drop_step()
+        if self._open is None:
+            self._begin_step()
+        step = self._open
+        step.seen.update(ids)
+        ex = _Exchange(self, bucket, self.steps, skipped=step.failed)
+        frames, error = [], None
+        try:
+            buf = bucket.buffer()
+            ex.buf = buf
+            ex.work = _working_copy(buf, bucket.index())
+            ex.layout = _layout(bucket, buf, self._entry)
+        except Exception as exc:  # still join the exchange: peers fail, not hang
+            error = exc
+        arr = ex.work.numpy() if error is None else None
+        if error is None and not ex.skipped:
+            error = _non_finite(arr, ex.layout)  # the whole bucket, before any compression
+            if error is None:
+                self._snapshot(ex.layout)
+                for e, off, n in ex.layout:
+                    try:
+                        self._schedule(e)
+                        frames.append(e.compressor.compress(arr[off:off + n]))
+                    except Exception as exc:
+                        error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
+                        break
+                    ex.stats.append(e.compressor.last_stats)
+        ex.error = error
+        ex.payload = None if (error is not None or ex.skipped) else b"".join(frames)
+        ex.post()
+        return ex
+
+    def _schedule(self, e):
+        """The ramp's bin size for this step (self.steps: steps applied so far)."""
+        if not self.ramp_steps or e.compressor.codec != "adacomp":
+            return
+        size = _adacomp.ramp_bin_size(self.bin_sizes[e.layer_type], self.steps,
+                                      self.ramp_steps, self.ramp_start, self.ramp_stages)
+        if size != e.compressor.bin_size:
+            e.compressor.set_bin_size(size)
+
+    def wait_idle_locked(self):
+        """wait_idle() for a caller that holds self._lock (released while waiting)."""
+        if not self._inflight:
+            return
+        self._lock.release()
+        try:
+            self.wait_idle()
+        finally:
+            self._lock.acquire()
+
+    def _enqueue(self, ex):
+        with self._cv:
+            self._inflight.append(ex)
+            self._closing = False
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=_exchange_thread, args=(self,),
+                                                name="adacomp-exchange", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def _finish(self, ex):
+        """Waits for the bucket's messages, decodes, settles the step, completes the future."""
+        try:
+            received = ex.receive()
+            result = self._settle(ex, received, None)
+        except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
+            result = self._settle(ex, None, exc)
+        ex.future.set_result(result)
+
+    def _settle(self, ex, received, comm_error):
+        """Decodes the bucket or fails it, and commits the step at its last bucket.
+        Returns the value of the bucket's future: the averaged bucket, or a _Failed.
+
+        received: [(rank, header, memoryview of frames)] in rank order, or None when the
+        exchange failed (comm_error)."""
+        index = ex.index
+        with self._lock:
+            step = self._open
+            ex.retire()
+            # Skipped: launched in a failed step, or failed by an earlier bucket while
+            # this one travelled.
+            skipped = ex.skipped or (step is not None and step.failed)
+            failed_ranks = None if received is None else [r for r, h, _ in received if h < 0]
+            if received is not None and not failed_ranks and not skipped:
+                ex.update_bound([h for _, h, _ in received])
+            if step is None or skipped:
+                return self._end_bucket(ex, _skipped(index, ex.step, self.step_error))
+            if comm_error is not None or failed_ranks:
+                return self._fail_step(ex, _exchange_failed(index, ex.step, comm_error,
+                                                            ex.error, failed_ranks))
+            try:
+                _average(ex, received, self._step)
+            except Exception as e:  # noqa: BLE001 - a frame that fails to decode
+                return self._fail_step(ex, _decode_failed(index, ex.step, e))
+            self.buckets += 1
+            self.transport_bytes += ex.sent_bytes
+            if ex.is_last:
+                self._commit_step()
+            return ex.buf
+
+    def _fail_step(self, ex, exc):
+        self._rollback_step()
+        self.step_error = exc
+        return self._end_bucket(ex, exc)
+
+    def _end_bucket(self, ex, exc):
+        """The failed bucket's future value; a failed last bucket ends the step."""
+        if ex.is_last and self._open is not None:
+            self._open = None
+        return _Failed(exc)

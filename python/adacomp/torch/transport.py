@@ -1,0 +1,152 @@
+"""The messages of one bucket between the ranks (_Exchange): the 8-byte header, the
+tags, the receive capacity every rank agrees on, and the overflow message."""
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .. import FrameError
+
+# Message of one rank for one bucket, sent to every peer: an int64 header, then the
+# rank's frames (its parameters' frames, concatenated in bucket order).
+#   header >= 0: that many frame bytes follow in this message;
+#   header == -1: the rank failed in this bucket (or skips it: its step failed); no frames;
+#   header <= -2: the frames, -header - 2 bytes, are longer than the peers' receive
+#                 capacity for this slot; they follow as a second message (tag + 1).
+# Every rank computes the same capacity per slot from the lengths it saw in the slot's
+# previous exchange (_Exchange.update_bound), so the second message is rare.
+_HEADER = 8
+_FAILED = -1
+
+
+def _tag(index, second=False):
+    return 0x5AC0000 + 2 * index + (1 if second else 0)
+
+
+class _Exchange:
+    """One bucket's messages in flight, from _launch to _finish."""
+
+    def __init__(self, state, bucket, step, skipped):
+        self.state = state
+        self.index = bucket.index()
+        self.is_last = bucket.is_last()
+        self.params = bucket.parameters()
+        self.step = step
+        self.future = torch.futures.Future()
+        self.stats = []
+        self.layout = []
+        self.buf = self.work = None
+        self.error = None
+        self.payload = None
+        self.skipped = skipped  # the rest of a failed step: sent as failed, not compressed
+        self.sent_bytes = 0
+        group = state.process_group if state.process_group is not None else dist.group.WORLD
+        self.group = group
+        self.world = dist.get_world_size(group) if dist.is_initialized() else 1
+        self.rank = dist.get_rank(group) if dist.is_initialized() else 0
+        self.tensors = []
+        self.sends = []
+        self.recvs = []
+
+    def _global(self, r):
+        if self.group is dist.group.WORLD or self.group is None:
+            return r
+        return dist.distributed_c10d._get_global_rank(self.group, r)
+
+    def post(self):
+        """Sends this rank's message to every peer and posts the receives."""
+        n = -1 if self.payload is None else len(self.payload)
+        self.own_header = _FAILED if n < 0 else n
+        if self.world == 1:
+            return
+        state = self.state
+        cap = state._capacity.get(self.index)
+        if cap is None:
+            # First exchange of the slot: room for float32 frames of the bucket, from what
+            # every rank knows alike (its parameters), even a rank that failed already.
+            params = self.params
+            cap = _HEADER + 4 * sum(p.numel() for p in params) + 64 * len(params) + 256
+            state._capacity[self.index] = cap
+        self.capacity = cap
+        overflow = n >= 0 and _HEADER + n > cap
+        head = np.array([-n - 2 if overflow else self.own_header], dtype="<i8").view(np.uint8)
+        if n >= 0 and not overflow:
+            msg = torch.empty(_HEADER + n, dtype=torch.uint8)
+            a = msg.numpy()
+            a[:_HEADER] = head
+            a[_HEADER:] = np.frombuffer(self.payload, dtype=np.uint8)
+        else:
+            msg = torch.from_numpy(head.copy())
+        second = torch.frombuffer(bytearray(self.payload), dtype=torch.uint8) \
+            if overflow else None
+        # Receive buffers persist per (slot, peer) and are reused while large enough.
+        bufs = state._recv_buffers.get(self.index)
+        if bufs is None or len(bufs) != self.world or bufs[0].numel() != cap:
+            bufs = [torch.empty(cap, dtype=torch.uint8) for _ in range(self.world)]
+            state._recv_buffers[self.index] = bufs
+        self.recv_bufs = bufs
+        # Every tensor handed to the process group stays referenced by the state (see
+        # _keep_comm_tensors_past_exit): never freed by a Gloo thread.
+        self.tensors = [msg] + ([second] if second is not None else []) + list(bufs)
+        state._comm_tensors[self.index] = self.tensors
+        g = None if self.group is dist.group.WORLD else self.group
+        for k in range(1, self.world):
+            src = (self.rank - k) % self.world
+            self.recvs.append((src, dist.irecv(bufs[src], self._global(src), group=g,
+                                               tag=_tag(self.index))))
+        for k in range(1, self.world):
+            dst = (self.rank + k) % self.world
+            self.sends.append(dist.isend(msg, self._global(dst), group=g, tag=_tag(self.index)))
+            self.sent_bytes += msg.numel()
+            if second is not None:
+                self.sends.append(dist.isend(second, self._global(dst), group=g,
+                                             tag=_tag(self.index, True)))
+                self.sent_bytes += second.numel()
+
+    def receive(self):
+        """Waits for every peer's message: [(rank, header, memoryview of its frames)]."""
+        own = memoryview(self.payload if self.payload is not None else b"")
+        if self.world == 1:
+            return [(0, self.own_header, own)]
+        got = {self.rank: (self.own_header, own)}
+        g = None if self.group is dist.group.WORLD else self.group
+        late = []
+        for src, w in self.recvs:
+            w.wait()
+            a = self.recv_bufs[src].numpy()
+            h = int(a[:_HEADER].view("<i8")[0])
+            if h >= 0:
+                if _HEADER + h > a.size:
+                    raise FrameError(f"rank {src}, bucket {self.index}: message header says "
+                                     f"{h} bytes, the receive buffer holds {a.size - _HEADER}")
+                got[src] = (h, memoryview(a)[_HEADER:_HEADER + h])
+            elif h == _FAILED:
+                got[src] = (h, memoryview(b""))
+            else:
+                n = -h - 2
+                if n > 1 << 34:
+                    raise FrameError(f"rank {src}, bucket {self.index}: message header says "
+                                     f"{n} bytes")
+                t = torch.empty(n, dtype=torch.uint8)
+                self.tensors.append(t)
+                late.append((src, n, t, dist.irecv(t, self._global(src), group=g,
+                                                   tag=_tag(self.index, True))))
+        for src, n, t, w in late:
+            w.wait()
+            got[src] = (n, memoryview(t.numpy()))
+        for w in self.sends:
+            w.wait()
+        return [(r, *got[r]) for r in range(self.world)]
+
+    def retire(self):
+        """Drops the references to the works (the tensors stay with the state)."""
+        self.sends, self.recvs = [], []
+
+    def update_bound(self, lengths):
+        """Receive capacity of the slot for its next exchange: the same on every rank
+        (every rank sees every length), about 1.25 x the longest message this time."""
+        need = 8 + max(lengths)
+        want = need + need // 4 + 256
+        cap = self.state._capacity.get(self.index)
+        if cap is None or want > cap or cap > 4 * want:
+            self.state._capacity[self.index] = want
