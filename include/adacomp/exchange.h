@@ -13,6 +13,12 @@
 //   communicate AllGatherV of the messages;
 //   decompress  DecodeAverageMessages: every frame of every message
 //               validated, then the average over the learners per tensor.
+// With ExchangeKind::kReduceScatter the last two are instead: every frame
+// cut at P slice boundaries, slice r's pieces sent to learner r
+// (AllToAllV), averaged there, and the averaged slices all-gathered as
+// sparse float32 or dense frames (src/exchange/slice_exchange.h): what a
+// learner receives stops growing with P while the sum stays sparse. The
+// averaged bits are the same as the all-gather's.
 // When every tensor's codec is dense the last three are one ring
 // all-reduce (Communicator::AllReduceSum) of the float32 gradients, divided
 // by the group size (the same bits as averaging dense frames). When every
@@ -42,6 +48,9 @@
 #include "adacomp/status.h"
 
 namespace adacomp {
+namespace exchange_internal {
+class SliceExchange;
+}
 
 // One tensor the exchange carries. Its tensor id on the wire is its index.
 struct ExchangeTensor {
@@ -59,6 +68,19 @@ class ExchangeThrottle {
   virtual void Release() = 0;
 };
 
+// How the frames of a step travel (the all-reduce path of all-dense
+// tensors is the same for both).
+enum class ExchangeKind {
+  kAllGather,      // every learner receives every frame and decodes all of them
+  kReduceScatter,  // pieces to slice owners, averaged slices all-gathered
+};
+std::string_view ExchangeKindName(ExchangeKind kind);  // "allgather", "reduce-scatter"
+Result<ExchangeKind> ParseExchangeKind(std::string_view name);
+
+struct ExchangeOptions {
+  ExchangeKind kind = ExchangeKind::kAllGather;
+};
+
 // What one Step() did, the same on every learner of the group.
 struct ExchangeResult {
   // Each learner's side value, in rank order (e.g. its loss).
@@ -69,8 +91,8 @@ struct ExchangeResult {
   std::vector<std::pair<int, int32_t>> non_finite;
   // Per tensor, summed over the learners (left empty on a skipped step):
   // bytes sent (whole frames; 4 x elements on the all-reduce path, 2 x for
-  // fp16), and
-  // elements sent with a value.
+  // fp16; reduce-scatter: the pieces, the averaged slices not included),
+  // and elements sent with a value.
   std::vector<uint64_t> wire_bytes;
   std::vector<uint64_t> selected;
   // What this learner's communicator sent and received during the step
@@ -85,10 +107,12 @@ struct ExchangeResult {
 
 class GradientExchange {
  public:
+  ~GradientExchange();
   // An exchange for this learner (comm's rank) over `tensors`. Fails on a
   // codec config that Compressor::Create refuses.
   static Result<std::unique_ptr<GradientExchange>> Create(Communicator& comm,
-                                                          std::vector<ExchangeTensor> tensors);
+                                                          std::vector<ExchangeTensor> tensors,
+                                                          ExchangeOptions options = {});
 
   // One step. grads[k] is this learner's gradient of tensor k (size
   // elements); `value` is shared with the others (ExchangeResult::values).
@@ -110,6 +134,7 @@ class GradientExchange {
   bool all_reduce() const { return all_reduce_; }
   // True when the all-reduce carries binary16 values (dense, values fp16).
   bool all_reduce_half() const { return half_; }
+  ExchangeKind kind() const { return options_.kind; }
   // The compressors (one per tensor; none on the all-reduce path), for
   // saving and restoring their state.
   size_t compressors() const { return compressors_.size(); }
@@ -123,13 +148,15 @@ class GradientExchange {
   }
 
  private:
-  GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors);
+  GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,
+                   ExchangeOptions options);
   Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
                ExchangeThrottle* throttle);
   void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
 
   Communicator& comm_;
   std::vector<ExchangeTensor> tensors_;
+  ExchangeOptions options_;
   std::vector<size_t> offsets_;
   size_t total_elements_ = 0;
   bool all_reduce_ = false;
@@ -140,6 +167,9 @@ class GradientExchange {
   std::vector<std::span<const uint8_t>> message_spans_;
   std::vector<MessageTensor> message_tensors_;
   std::vector<FrameInfo> infos_;
+  std::vector<size_t> frame_ends_;                            // reduce-scatter
+  std::vector<std::span<const uint8_t>> frame_spans_;         // reduce-scatter
+  std::unique_ptr<exchange_internal::SliceExchange> slices_;  // reduce-scatter
   std::function<void(std::vector<uint8_t>&)> send_hook_;
 };
 

@@ -25,6 +25,7 @@
 
 #include "adacomp/codec.h"
 #include "adacomp/communicator.h"
+#include "adacomp/exchange.h"
 #include "adacomp/schedule.h"
 #include "adacomp/status.h"
 
@@ -108,6 +109,11 @@ struct TrainOptions {
   // a ramp up to the bin sizes above, and the adaptive lightening; off by
   // default (the paper's fixed L_T).
   BinSchedule bin_schedule;
+  // How compressed frames travel (adacomp/exchange.h): every learner
+  // receives all of them, or each slice's pieces go to its owner and the
+  // averaged slices are all-gathered. The same averaged bits either way, so
+  // not in the fingerprint.
+  ExchangeKind exchange = ExchangeKind::kAllGather;
   // Options beside the paper's default (0 = off; docs/results.md measures
   // them): tensors of at most dense_below elements are sent dense (float32
   // frames, no residue), whatever the codec; the first dense_warmup_steps
@@ -193,6 +199,7 @@ struct TrainSummary {
   uint64_t seed = 0;
   std::string bin_size;      // "per-layer (conv 50, fc/lstm/other 500)" or the value
   std::string bin_schedule;  // BinSchedule::ToString(): "fixed" or the schedule; "n/a" without bins
+  std::string exchange;      // ExchangeKindName of TrainOptions::exchange
   // Adaptive schedule: steps x tensors that were sent lightened.
   int64_t lightened_tensor_steps = 0;
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions

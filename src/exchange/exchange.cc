@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/simd.h"
+#include "exchange/slice_exchange.h"
 
 namespace adacomp {
 namespace {
@@ -15,21 +16,7 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Holds the throttle (if any) for a scope.
-class Hold {
- public:
-  explicit Hold(ExchangeThrottle* t) : t_(t) {
-    if (t_) t_->Acquire();
-  }
-  ~Hold() {
-    if (t_) t_->Release();
-  }
-  Hold(const Hold&) = delete;
-  Hold& operator=(const Hold&) = delete;
-
- private:
-  ExchangeThrottle* t_;
-};
+using Hold = exchange_internal::ThrottleHold;
 
 // The agreement message: {int32 first non-finite tensor or -1, int32 0,
 // float64 side value}, little-endian (the host's order; every learner of a
@@ -38,12 +25,29 @@ constexpr size_t kAgreeBytes = 16;
 
 }  // namespace
 
-GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors)
-    : comm_(comm), tensors_(std::move(tensors)) {}
+std::string_view ExchangeKindName(ExchangeKind kind) {
+  return kind == ExchangeKind::kReduceScatter ? "reduce-scatter" : "allgather";
+}
+
+Result<ExchangeKind> ParseExchangeKind(std::string_view name) {
+  if (name == "allgather") return ExchangeKind::kAllGather;
+  if (name == "reduce-scatter") return ExchangeKind::kReduceScatter;
+  return Status::InvalidArgument("unknown exchange '" + std::string(name) +
+                                 "' (allgather, reduce-scatter)");
+}
+
+GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,
+                                   ExchangeOptions options)
+    : comm_(comm), tensors_(std::move(tensors)), options_(options) {}
+
+GradientExchange::~GradientExchange() = default;
 
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
-    Communicator& comm, std::vector<ExchangeTensor> tensors) {
-  std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors)));
+    Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options) {
+  std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors), options));
+  if (options.kind == ExchangeKind::kReduceScatter) {
+    x->slices_ = std::make_unique<exchange_internal::SliceExchange>();
+  }
   x->all_reduce_ = true;
   size_t half_tensors = 0;
   for (const ExchangeTensor& t : x->tensors_) {
@@ -181,11 +185,25 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
     Hold hold(throttle);
     const auto t0 = Clock::now();
     message_.clear();
+    frame_ends_.clear();
     for (size_t k = 0; k < n_tensors; ++k) {
       Status st = compressors_[k]->Compress(grads[k], &message_);
       if (!st.ok()) return st.WithContext("compressing " + tensors_[k].name);
+      frame_ends_.push_back(message_.size());
     }
     result->compress_seconds = Since(t0);
+  }
+  if (slices_) {
+    frame_spans_.clear();
+    size_t begin = 0;
+    for (size_t end : frame_ends_) {
+      frame_spans_.push_back(std::span<const uint8_t>(message_).subspan(begin, end - begin));
+      begin = end;
+    }
+    ADACOMP_RETURN_IF_ERROR(slices_->Run(comm_, tensors_, offsets_, frame_spans_, averaged, result,
+                                         throttle, send_hook_));
+    CountTraffic(before, result);
+    return Status::OK();
   }
   if (send_hook_) send_hook_(message_);
   const auto t1 = Clock::now();

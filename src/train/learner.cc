@@ -189,7 +189,8 @@ Status Learner::Setup() {
     specs.push_back({p.name, p.elements, p.type});
   }
   plan_ = PlanTensors(o_, specs, rank_);
-  ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, plan_.exchange));
+  ADACOMP_ASSIGN_OR_RETURN(exchange_,
+                           GradientExchange::Create(comm_, plan_.exchange, {o_.exchange}));
   if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }

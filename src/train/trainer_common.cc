@@ -122,6 +122,7 @@ std::string TrainSummary::ToJson() const {
   j["seed"] = seed;
   j["bin_size"] = bin_size;
   j["bin_schedule"] = bin_schedule;
+  j["exchange"] = exchange;
   j["lightened_tensor_steps"] = lightened_tensor_steps;
   j["slowest_learner"] = slowest_learner;
   j["learner_seconds"] = json::array();

@@ -36,6 +36,7 @@ struct TrainArgs {
   std::string values = "ternary";
   std::string lr_decay_epochs;
   std::string bin_sizes;
+  std::string exchange = "allgather";
   std::string local_optimizer_types;
   std::string summary_out;
   std::vector<std::string> inject_nan;
@@ -185,6 +186,10 @@ int RunTrain(TrainArgs& a) {
   if (Status st = ParseBinSizes(a.bin_sizes, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
+  auto exchange = ParseExchangeKind(a.exchange);
+  if (!exchange.ok())
+    return Fail(kCmd, kExitBadUsage, "--exchange: " + exchange.status().message());
+  o.exchange = *exchange;
   if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
@@ -332,6 +337,7 @@ int RunTrain(TrainArgs& a) {
     std::printf("  bin schedule     %s (%lld tensor-steps lightened)\n", s.bin_schedule.c_str(),
                 static_cast<long long>(s.lightened_tensor_steps));
   }
+  if (s.exchange != "allgather") std::printf("  exchange         %s\n", s.exchange.c_str());
   if (s.dense_tensors > 0 || s.dense_warmup_steps > 0) {
     std::printf("  sent dense       %lld tensors of at most %lld elements%s\n",
                 static_cast<long long>(s.dense_tensors), static_cast<long long>(s.dense_below),
@@ -504,6 +510,11 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--adapt-window", bs.adapt_window, "steps per window")->capture_default_str();
   app->add_option("--adapt-hold", bs.adapt_hold, "steps lightened")->capture_default_str();
   app->add_option("--adapt-bin-size", bs.adapt_bin_size, "the light L_T (0 = --ramp-start)")
+      ->capture_default_str();
+  app->add_option("--exchange", args->exchange,
+                  "how compressed frames travel: allgather (every learner decodes every frame) "
+                  "or reduce-scatter (pieces to slice owners, averaged slices all-gathered; "
+                  "the same result, fewer bytes received at large P)")
       ->capture_default_str();
   app->add_option("--dense-below", o.dense_below,
                   "send tensors of at most this many elements dense (float32 frames, no "
