@@ -130,6 +130,22 @@ TEST_F(TrainerTest, SameSeedSameDigestWhateverTheThreads) {
   EXPECT_NE(a.weights_sha256, d.weights_sha256);
 }
 
+TEST_F(TrainerTest, ReduceScatterExchangeTrainsTheSameWeightsAsTheAllGather) {
+  for (Codec codec : {Codec::kAdaComp, Codec::kTopK}) {
+    TrainOptions o = Base();
+    o.codec.codec = codec;
+    const TrainSummary ag = Run(o);
+    o.exchange = ExchangeKind::kReduceScatter;
+    const TrainSummary rs = Run(o);
+    EXPECT_EQ(ag.exchange, "allgather");
+    EXPECT_EQ(rs.exchange, "reduce-scatter");
+    EXPECT_EQ(rs.weights_sha256, ag.weights_sha256) << CodecName(codec);
+    EXPECT_EQ(rs.learner_state_sha256, ag.learner_state_sha256) << CodecName(codec);
+    EXPECT_TRUE(rs.replicas_identical);
+    EXPECT_EQ(rs.test_accuracy, ag.test_accuracy);
+  }
+}
+
 TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   struct Setting {
     const char* codec;
