@@ -21,19 +21,13 @@
 
 #include "core/half.h"
 #include "core/test_util.h"
+#include "exchange/test_group.h"
 
 namespace adacomp {
 namespace {
 
-using Comms = std::vector<std::unique_ptr<Communicator>>;
-
-void OnEveryRank(Comms& comms, const std::function<void(int rank, Communicator&)>& body) {
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&body, &comms, r] { body(static_cast<int>(r), *comms[r]); });
-  }
-  for (auto& t : threads) t.join();
-}
+using exchange_test::Comms;
+using exchange_test::OnEveryRank;
 
 const std::vector<uint64_t> kSizes = {0, 1, 50, 777, 20000};
 
