@@ -60,6 +60,23 @@ for np in 2 4; do
   done
 done
 
+# A bin-size ramp and the reduce-scatter exchange under MPI (3 ranks): the
+# same weights as the in-process all-gather with the same ramp.
+sched=(--batch-size 48 --train-limit 512 --test-limit 200 -q --steps 6 --ramp-steps 4 --ramp-start 4
+       --ramp-stages 2)
+inproc train --learners 3 "${sched[@]}" --summary-out "$TMP/rs_in.json" \
+  >/dev/null 2>"$TMP/err" || { echo "FAIL: in-process ramp run"; cat "$TMP/err"; fail=1; }
+rm -f "$TMP/rs_mpi.json"
+mpi -np 3 "$ADACOMP" train "${sched[@]}" --exchange reduce-scatter \
+  --summary-out "$TMP/rs_mpi.json" >"$TMP/out" 2>"$TMP/err" \
+  || { echo "FAIL: mpirun reduce-scatter ramp run"; cat "$TMP/out" "$TMP/err"; fail=1; }
+a=$(digest "$TMP/rs_in.json"); b=$(digest "$TMP/rs_mpi.json")
+if [ -z "$a" ] || [ "$a" != "$b" ] || ! grep -q '"exchange": "reduce-scatter"' "$TMP/rs_mpi.json"; then
+  echo "FAIL: ramp + reduce-scatter under MPI $b, in-process all-gather $a"; fail=1
+else
+  echo "ok: ramp + reduce-scatter under MPI equals the in-process all-gather ($a)"
+fi
+
 # The non-finite-gradient policy is the same under MPI: learner 1's gradient
 # of tensor 3 is made NaN at step 3 (0-based 2); the step is skipped on every
 # rank, a warning names it, and the weights equal the in-process run's.
