@@ -592,7 +592,7 @@ PYBIND11_MODULE(_adacomp, m) {
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
   // Takes one more reference to obj and never gives it back, so obj outlives the
-  // interpreter's shutdown (python/adacomp/torch.py: tensors a Gloo worker thread
+  // interpreter's shutdown (python/adacomp/torch/worker.py: tensors a Gloo worker thread
   // may still hold must not be freed while the interpreter finalizes).
   m.def(
       "_keep_past_exit", [](py::object obj) { obj.inc_ref(); }, py::arg("obj"));

@@ -74,7 +74,7 @@ def batch_for(x, y, step, rank):
 class SendCounter:
     """Wraps dist.isend; counts what this rank sends and walks the frames in it.
 
-    The hook's message layout (python/adacomp/torch.py, _Exchange): a message on an
+    The hook's message layout (python/adacomp/torch/transport.py, _Exchange): a message on an
     even tag is an int64 header, then the rank's frames when the header is >= 0;
     a message on an odd tag holds frames only (the rare second message)."""
 
