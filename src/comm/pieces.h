@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -12,6 +13,14 @@ namespace adacomp::comm_internal {
 // Bytes each rank sends and receives per peer, besides the pieces, to tell
 // the receiver a piece's length (both communicators count them).
 inline constexpr uint64_t kPieceLengthBytes = 8;
+
+// The bytes one rank of `ranks` counts for one all-to-all, sent or received
+// alike: a length per peer plus the pieces (`bytes` in all), less its own
+// piece (`own` bytes), which stays in memory.
+inline uint64_t PieceTraffic(int ranks, size_t bytes, size_t own) {
+  if (ranks < 2) return 0;
+  return kPieceLengthBytes * static_cast<uint64_t>(ranks - 1) + bytes - own;
+}
 
 // Empty when `offsets` cuts a buffer of `bytes` bytes into `ranks` pieces
 // (ranks + 1 entries, starting at 0, non-decreasing, ending at bytes); else

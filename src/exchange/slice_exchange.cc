@@ -168,7 +168,7 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
   {
     ThrottleHold hold(throttle);
     const auto t2 = Clock::now();
-    scratch_.assign(averaged.size(), 0.0f);
+    scratch_.resize(averaged.size());  // every slice is written below
     slices_of(me);
     mine_.clear();
     if (received_.ranks() != static_cast<size_t>(p)) {

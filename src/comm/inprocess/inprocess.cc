@@ -359,15 +359,10 @@ class InProcessCommunicator final : public Communicator {
     CountHeaders(outcome);
     ADACOMP_RETURN_IF_ERROR(st);
     *out = outcome->pieces[rank_];
-    const int p = size();
-    if (p > 1) {
-      const uint64_t peers = static_cast<uint64_t>(p - 1);
-      const size_t own_in = out->offsets[rank_ + 1] - out->offsets[rank_];
-      const size_t own_out = offsets[rank_ + 1] - offsets[rank_];
-      traffic_.sent_bytes += comm_internal::kPieceLengthBytes * peers + mine.size() - own_out;
-      traffic_.received_bytes +=
-          comm_internal::kPieceLengthBytes * peers + out->data.size() - own_in;
-    }
+    traffic_.sent_bytes += comm_internal::PieceTraffic(size(), mine.size(),
+                                                       offsets[rank_ + 1] - offsets[rank_]);
+    traffic_.received_bytes += comm_internal::PieceTraffic(
+        size(), out->data.size(), out->offsets[rank_ + 1] - out->offsets[rank_]);
     return Status::OK();
   }
 

@@ -242,7 +242,6 @@ class MpiCommunicator final : public Communicator {
                            MPI_INT64_T, comm_, &request);
     }));
     ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
-    recv_lengths_[rank_] = send_lengths_[rank_];
     out->offsets.assign(size_ + 1, 0);
     for (int r = 0; r < size_; ++r) {
       if (recv_lengths_[r] < 0 || recv_lengths_[r] > INT_MAX) {
@@ -278,11 +277,8 @@ class MpiCommunicator final : public Communicator {
     }));
     ADACOMP_RETURN_IF_ERROR(WaitData(c, &request));
     out->data.assign(recv_bytes_.begin(), recv_bytes_.begin() + total);
-    const uint64_t peers = static_cast<uint64_t>(size_ - 1);
-    traffic_.sent_bytes +=
-        comm_internal::kPieceLengthBytes * peers + mine.size() - send_lengths_[rank_];
-    traffic_.received_bytes +=
-        comm_internal::kPieceLengthBytes * peers + total - send_lengths_[rank_];
+    traffic_.sent_bytes += comm_internal::PieceTraffic(size_, mine.size(), send_lengths_[rank_]);
+    traffic_.received_bytes += comm_internal::PieceTraffic(size_, total, recv_lengths_[rank_]);
     return Status::OK();
   }
 
