@@ -18,7 +18,11 @@
 // (AllToAllV), averaged there, and the averaged slices all-gathered as
 // sparse float32 or dense frames (src/exchange/slice_exchange.h): what a
 // learner receives stops growing with P while the sum stays sparse. The
-// averaged bits are the same as the all-gather's.
+// averaged bits are the same as the all-gather's. With ExchangeKind::kAuto
+// each tensor goes by the one of the two that the previous step's figures
+// say receives fewer bytes (the first step: the all-gather); the
+// reduce-scatter's slices are written only after the all-gather's part
+// decoded, so a failure still leaves `averaged` untouched.
 // When every tensor's codec is dense the last three are one ring
 // all-reduce (Communicator::AllReduceSum) of the float32 gradients, divided
 // by the group size (the same bits as averaging dense frames). When every
@@ -50,7 +54,8 @@
 namespace adacomp {
 namespace exchange_internal {
 class SliceExchange;
-}
+class ExchangeChooser;
+}  // namespace exchange_internal
 
 // One tensor the exchange carries. Its tensor id on the wire is its index.
 struct ExchangeTensor {
@@ -73,8 +78,11 @@ class ExchangeThrottle {
 enum class ExchangeKind {
   kAllGather,      // every learner receives every frame and decodes all of them
   kReduceScatter,  // pieces to slice owners, averaged slices all-gathered
+  kAuto,           // per tensor and step, whichever the previous step says
+                   // receives fewer bytes (src/exchange/exchange_choice.h)
 };
-std::string_view ExchangeKindName(ExchangeKind kind);  // "allgather", "reduce-scatter"
+// "allgather", "reduce-scatter", "auto"
+std::string_view ExchangeKindName(ExchangeKind kind);
 Result<ExchangeKind> ParseExchangeKind(std::string_view name);
 
 struct ExchangeOptions {
@@ -95,6 +103,8 @@ struct ExchangeResult {
   // and elements sent with a value.
   std::vector<uint64_t> wire_bytes;
   std::vector<uint64_t> selected;
+  // Per tensor, 1 when it went by the reduce-scatter (empty: none did).
+  std::vector<uint8_t> reduce_scatter;
   // What this learner's communicator sent and received during the step
   // (every collective of it, the agreement included; Communicator::traffic()),
   // skipped steps too: the bytes on the wire, without TCP/IP framing.
@@ -152,6 +162,12 @@ class GradientExchange {
                    ExchangeOptions options);
   Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
                ExchangeThrottle* throttle);
+  // The all-gather of `message` (this learner's frames of the tensors
+  // `which`) and the average of those tensors into `averaged`. `hook`:
+  // whether the send hook sees this message.
+  Status GatherAverage(std::span<const size_t> which, std::vector<uint8_t>& message,
+                       std::span<float> averaged, ExchangeResult* result,
+                       ExchangeThrottle* throttle, bool hook = true);
   void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
 
   Communicator& comm_;
@@ -167,9 +183,13 @@ class GradientExchange {
   std::vector<std::span<const uint8_t>> message_spans_;
   std::vector<MessageTensor> message_tensors_;
   std::vector<FrameInfo> infos_;
-  std::vector<size_t> frame_ends_;                            // reduce-scatter
-  std::vector<std::span<const uint8_t>> frame_spans_;         // reduce-scatter
-  std::unique_ptr<exchange_internal::SliceExchange> slices_;  // reduce-scatter
+  std::vector<size_t> frame_ends_;
+  std::vector<size_t> all_;        // the tensors by the all-gather this step
+  std::vector<size_t> by_slices_;  // ... by the reduce-scatter
+  std::vector<std::span<const uint8_t>> frame_spans_;           // reduce-scatter, auto
+  std::vector<uint8_t> gather_message_;                         // auto
+  std::unique_ptr<exchange_internal::SliceExchange> slices_;    // reduce-scatter, auto
+  std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
   std::function<void(std::vector<uint8_t>&)> send_hook_;
 };
 

@@ -200,6 +200,9 @@ struct TrainSummary {
   std::string bin_size;      // "per-layer (conv 50, fc/lstm/other 500)" or the value
   std::string bin_schedule;  // BinSchedule::ToString(): "fixed" or the schedule; "n/a" without bins
   std::string exchange;      // ExchangeKindName of TrainOptions::exchange
+  // Compressed tensors x steps that went by each exchange, over the steps
+  // run in this process (auto chooses per tensor and step).
+  int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;
   // Adaptive schedule: steps x tensors that were sent lightened.
   int64_t lightened_tensor_steps = 0;
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/simd.h"
+#include "exchange/exchange_choice.h"
 #include "exchange/slice_exchange.h"
 
 namespace adacomp {
@@ -26,14 +27,22 @@ constexpr size_t kAgreeBytes = 16;
 }  // namespace
 
 std::string_view ExchangeKindName(ExchangeKind kind) {
-  return kind == ExchangeKind::kReduceScatter ? "reduce-scatter" : "allgather";
+  switch (kind) {
+    case ExchangeKind::kReduceScatter:
+      return "reduce-scatter";
+    case ExchangeKind::kAuto:
+      return "auto";
+    default:
+      return "allgather";
+  }
 }
 
 Result<ExchangeKind> ParseExchangeKind(std::string_view name) {
   if (name == "allgather") return ExchangeKind::kAllGather;
   if (name == "reduce-scatter") return ExchangeKind::kReduceScatter;
+  if (name == "auto") return ExchangeKind::kAuto;
   return Status::InvalidArgument("unknown exchange '" + std::string(name) +
-                                 "' (allgather, reduce-scatter)");
+                                 "' (allgather, reduce-scatter, auto)");
 }
 
 GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,
@@ -45,8 +54,11 @@ GradientExchange::~GradientExchange() = default;
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options) {
   std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors), options));
-  if (options.kind == ExchangeKind::kReduceScatter) {
+  if (options.kind != ExchangeKind::kAllGather) {
     x->slices_ = std::make_unique<exchange_internal::SliceExchange>();
+  }
+  if (options.kind == ExchangeKind::kAuto) {
+    x->chooser_ = std::make_unique<exchange_internal::ExchangeChooser>(x->tensors_, comm.size());
   }
   x->all_reduce_ = true;
   size_t half_tensors = 0;
@@ -193,21 +205,63 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
     }
     result->compress_seconds = Since(t0);
   }
-  if (slices_) {
-    frame_spans_.clear();
-    size_t begin = 0;
-    for (size_t end : frame_ends_) {
-      frame_spans_.push_back(std::span<const uint8_t>(message_).subspan(begin, end - begin));
-      begin = end;
-    }
-    ADACOMP_RETURN_IF_ERROR(slices_->Run(comm_, tensors_, offsets_, frame_spans_, averaged, result,
-                                         throttle, send_hook_));
+  if (options_.kind == ExchangeKind::kAllGather) {
+    all_.resize(n_tensors);
+    for (size_t k = 0; k < n_tensors; ++k) all_[k] = k;
+    ADACOMP_RETURN_IF_ERROR(GatherAverage(all_, message_, averaged, result, throttle));
     CountTraffic(before, result);
     return Status::OK();
   }
-  if (send_hook_) send_hook_(message_);
+  // Reduce-scatter, or auto: each tensor by the way the chooser picked.
+  frame_spans_.clear();
+  size_t begin = 0;
+  for (size_t end : frame_ends_) {
+    frame_spans_.push_back(std::span<const uint8_t>(message_).subspan(begin, end - begin));
+    begin = end;
+  }
+  by_slices_.clear();
+  all_.clear();
+  for (size_t k = 0; k < n_tensors; ++k) {
+    const bool rs = options_.kind == ExchangeKind::kReduceScatter || chooser_->ReduceScatter(k);
+    (rs ? by_slices_ : all_).push_back(k);
+  }
+  if (!by_slices_.empty()) {
+    ADACOMP_RETURN_IF_ERROR(slices_->Run(comm_, tensors_, offsets_, frame_spans_, by_slices_,
+                                         total_elements_, result, throttle, send_hook_));
+  }
+  if (!all_.empty()) {
+    gather_message_.clear();
+    for (size_t k : all_) {
+      gather_message_.insert(gather_message_.end(), frame_spans_[k].begin(), frame_spans_[k].end());
+    }
+    // Nothing of the slices is written before this part decoded too.
+    ADACOMP_RETURN_IF_ERROR(GatherAverage(all_, gather_message_, averaged, result, throttle,
+                                          /*hook=*/by_slices_.empty()));
+  }
+  if (!by_slices_.empty()) slices_->Commit(offsets_, averaged);
+  result->reduce_scatter.assign(n_tensors, 0);
+  for (size_t k : by_slices_) result->reduce_scatter[k] = 1;
+  if (chooser_) {
+    Hold hold(throttle);
+    const auto t3 = Clock::now();
+    for (size_t k = 0; k < n_tensors; ++k) {
+      chooser_->Observe(k, result->reduce_scatter[k] != 0, result->wire_bytes[k],
+                        averaged.subspan(offsets_[k], static_cast<size_t>(tensors_[k].elements)));
+    }
+    result->decompress_seconds += Since(t3);
+  }
+  CountTraffic(before, result);
+  return Status::OK();
+}
+
+Status GradientExchange::GatherAverage(std::span<const size_t> which,
+                                       std::vector<uint8_t>& message, std::span<float> averaged,
+                                       ExchangeResult* result, ExchangeThrottle* throttle,
+                                       bool hook) {
+  const int p = comm_.size();
+  if (hook && send_hook_) send_hook_(message);
   const auto t1 = Clock::now();
-  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(message_, &gathered_));
+  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(message, &gathered_));
   result->communicate_seconds += Since(t1);
   Hold hold(throttle);
   const auto t2 = Clock::now();
@@ -217,32 +271,32 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
   }
   message_spans_.resize(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) message_spans_[r] = gathered_.rank(static_cast<size_t>(r));
-  message_tensors_.resize(n_tensors);
-  for (size_t k = 0; k < n_tensors; ++k) {
-    message_tensors_[k] = {
+  message_tensors_.resize(which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    const size_t k = which[i];
+    message_tensors_[i] = {
         static_cast<uint32_t>(k),
         averaged.subspan(offsets_[k], static_cast<size_t>(tensors_[k].elements))};
   }
-  infos_.resize(n_tensors * static_cast<size_t>(p));
+  infos_.resize(which.size() * static_cast<size_t>(p));
   MessageError where;
   const Status st = DecodeAverageMessages(message_spans_, message_tensors_, infos_, {}, &where);
   if (!st.ok()) {
-    if (where.tensor < n_tensors) {
+    if (where.tensor < which.size()) {
+      const size_t k = which[where.tensor];
       return st.WithContext("learner " + std::to_string(where.message) + "'s frame for tensor " +
-                            std::to_string(where.tensor) + " (" + tensors_[where.tensor].name +
-                            ")");
+                            std::to_string(k) + " (" + tensors_[k].name + ")");
     }
     return Status(st.code(), "learner " + std::to_string(where.message) + "'s " + st.message());
   }
-  for (size_t k = 0; k < n_tensors; ++k) {
+  for (size_t i = 0; i < which.size(); ++i) {
     for (int r = 0; r < p; ++r) {
-      const FrameInfo& info = infos_[k * static_cast<size_t>(p) + static_cast<size_t>(r)];
-      result->wire_bytes[k] += info.frame_bytes;
-      result->selected[k] += info.selected;
+      const FrameInfo& info = infos_[i * static_cast<size_t>(p) + static_cast<size_t>(r)];
+      result->wire_bytes[which[i]] += info.frame_bytes;
+      result->selected[which[i]] += info.selected;
     }
   }
-  result->decompress_seconds = Since(t2);
-  CountTraffic(before, result);
+  result->decompress_seconds += Since(t2);
   return Status::OK();
 }
 

@@ -118,18 +118,21 @@ Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
 Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>& tensors,
                           std::span<const size_t> offsets,
                           std::span<const std::span<const uint8_t>> frames,
-                          std::span<float> averaged, ExchangeResult* result,
+                          std::span<const size_t> which, size_t total_elements,
+                          ExchangeResult* result,
                           ExchangeThrottle* throttle,
                           const std::function<void(std::vector<uint8_t>&)>& send_hook) {
   const int p = comm.size();
   const int me = comm.rank();
-  const size_t n_tensors = tensors.size();
+  which_.assign(which.begin(), which.end());
+  sizes_.clear();
+  for (size_t k : which) sizes_.push_back(tensors[k].elements);
   {
     ThrottleHold hold(throttle);
     const auto t0 = Clock::now();
     pieces_.resize(static_cast<size_t>(p));
     for (auto& piece : pieces_) piece.clear();
-    for (size_t k = 0; k < n_tensors; ++k) {
+    for (size_t k : which) {
       Status st = CutFrame(frames[k], p, &pieces_);
       if (!st.ok()) return st.WithContext("cutting the frame of " + TensorName(tensors, k));
     }
@@ -155,7 +158,7 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
   auto slices_of = [&](int r) {
     message_tensors_.clear();
     tensor_of_.clear();
-    for (size_t k = 0; k < n_tensors; ++k) {
+    for (size_t k : which) {
       const comm_internal::Chunk c = RingChunk(static_cast<size_t>(tensors[k].elements), p, r);
       if (c.size == 0) continue;
       message_tensors_.push_back({static_cast<uint32_t>(k), std::span<float>(scratch_).subspan(
@@ -168,7 +171,7 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
   {
     ThrottleHold hold(throttle);
     const auto t2 = Clock::now();
-    scratch_.resize(averaged.size());  // every slice is written below
+    scratch_.resize(total_elements);  // every slice of `which` is written below
     slices_of(me);
     mine_.clear();
     if (received_.ranks() != static_cast<size_t>(p)) {
@@ -269,9 +272,15 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
       return Status(st.code(), who + ": " + st.message());
     }
   }
-  std::memcpy(averaged.data(), scratch_.data(), scratch_.size() * sizeof(float));
   result->decompress_seconds += Since(t3);
   return Status::OK();
+}
+
+void SliceExchange::Commit(std::span<const size_t> offsets, std::span<float> averaged) const {
+  for (size_t i = 0; i < which_.size(); ++i) {
+    const size_t at = offsets[which_[i]];
+    if (sizes_[i] > 0) std::memcpy(averaged.data() + at, scratch_.data() + at, sizes_[i] * 4);
+  }
 }
 
 }  // namespace adacomp::exchange_internal

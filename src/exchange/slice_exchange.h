@@ -64,15 +64,20 @@ Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
 
 class SliceExchange {
  public:
-  // frames[k]: this learner's frame of tensor k (tensor id k). Fills
-  // averaged (tensor k at offsets[k]) on success, and in *result the
-  // pieces' bytes and selected elements per tensor summed over learners.
-  // send_hook (tests) may damage the pieces just before they are sent; a
-  // changed length moves the end of the last ones.
+  // frames[k]: this learner's frame of tensor k (tensor id k); `which`: the
+  // tensors to carry, increasing. Averages them into this object (nothing
+  // is written to the caller's buffers: Commit does that), and adds to
+  // *result the pieces' bytes and selected elements per tensor summed over
+  // learners. send_hook (tests) may damage the pieces just before they are
+  // sent; a changed length moves the end of the last ones.
   Status Run(Communicator& comm, const std::vector<ExchangeTensor>& tensors,
              std::span<const size_t> offsets, std::span<const std::span<const uint8_t>> frames,
-             std::span<float> averaged, ExchangeResult* result, ExchangeThrottle* throttle,
+             std::span<const size_t> which, size_t total_elements, ExchangeResult* result,
+             ExchangeThrottle* throttle,
              const std::function<void(std::vector<uint8_t>&)>& send_hook = {});
+  // After a Run that succeeded: writes the averaged tensors it carried into
+  // `averaged` (tensor k at offsets[k]), the other tensors untouched.
+  void Commit(std::span<const size_t> offsets, std::span<float> averaged) const;
 
  private:
   std::vector<std::vector<uint8_t>> pieces_;
@@ -85,6 +90,8 @@ class SliceExchange {
   std::vector<std::span<const uint8_t>> spans_;
   std::vector<MessageTensor> message_tensors_;
   std::vector<size_t> tensor_of_;  // message tensor index -> tensor
+  std::vector<size_t> which_;      // the last Run's tensors
+  std::vector<uint64_t> sizes_;    // and their elements
   std::vector<FrameInfo> infos_;
 };
 

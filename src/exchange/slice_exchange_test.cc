@@ -153,11 +153,12 @@ std::vector<std::vector<float>> Reference(int p, Codec codec, ValueMode values, 
 using Param = std::tuple<int, std::tuple<Codec, ValueMode>, int>;
 class SliceExchangeTest : public ::testing::TestWithParam<Param> {};
 
-TEST_P(SliceExchangeTest, EqualsTheReferenceAndTheAllGatherBitForBitOnEveryLearner) {
+TEST_P(SliceExchangeTest, EqualsTheReferenceTheAllGatherAndAutoBitForBitOnEveryLearner) {
   const auto [p, codec_values, support] = GetParam();
   const auto [codec, values] = codec_values;
   const std::vector<StepRun> rs = RunGroup(p, codec, values, support, ExchangeKind::kReduceScatter);
   const std::vector<StepRun> ag = RunGroup(p, codec, values, support, ExchangeKind::kAllGather);
+  const std::vector<StepRun> au = RunGroup(p, codec, values, support, ExchangeKind::kAuto);
   std::vector<std::vector<uint64_t>> selected;
   const auto ref = Reference(p, codec, values, support, &selected);
   for (int step = 0; step < kSteps; ++step) {
@@ -174,6 +175,8 @@ TEST_P(SliceExchangeTest, EqualsTheReferenceAndTheAllGatherBitForBitOnEveryLearn
       EXPECT_EQ(bad, got.size()) << "step " << step << " learner " << r << " element " << bad
                                  << ": " << got[bad] << " vs reference " << ref[step][bad];
       EXPECT_TRUE(SameBits(got, ag[step].averaged[r])) << "step " << step << " learner " << r;
+      EXPECT_TRUE(SameBits(au[step].averaged[r], ag[step].averaged[r]))
+          << "auto, step " << step << " learner " << r;
       const ExchangeResult& x = rs[step].results[r];
       if (codec != Codec::kDense) {  // all dense: the ring all-reduce, either kind
         EXPECT_EQ(x.selected, selected[step]) << "step " << step << " learner " << r;

@@ -149,6 +149,8 @@ class Learner {
   // This learner's communicator bytes over the exchanges of the steps run
   // in this process (ExchangeResult::transport_*).
   uint64_t transport_sent_ = 0, transport_received_ = 0;
+  // Compressed tensors x steps by each exchange (TrainSummary).
+  int64_t allgather_tensor_steps_ = 0, reduce_scatter_tensor_steps_ = 0;
   std::vector<EpochMetrics> epochs_;
   double train_seconds_ = 0;   // in DoStep, since the start or the resume
   int64_t reached_step_ = -1;  // stop_at_accuracy reached at this step (the last evaluation)
@@ -461,6 +463,12 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     return Status::OK();
   }
   consecutive_bad_ = 0;
+  if (!exchange.all_reduce()) {  // frames, by either exchange
+    for (size_t k = 0; k < exchange.tensors(); ++k) {
+      const bool rs = !xr.reduce_scatter.empty() && xr.reduce_scatter[k];
+      ++(rs ? reduce_scatter_tensor_steps_ : allgather_tensor_steps_);
+    }
+  }
   if (!warmup) bins_->AfterStep(step, exchange, agg_);
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
@@ -671,6 +679,8 @@ Result<TrainSummary> Learner::Run() {
   f.train_examples = data_->train_count;
   f.test_examples = data_->test_count;
   f.lightened_tensor_steps = bins_->lightened();
+  f.allgather_tensor_steps = allgather_tensor_steps_;
+  f.reduce_scatter_tensor_steps = reduce_scatter_tensor_steps_;
   f.final_train_loss = last_window_loss_;
   f.totals = run_totals_;
   std::copy(std::begin(present_), std::end(present_), std::begin(f.present));

@@ -104,6 +104,8 @@ void FillRunSummary(const RunFacts& f, TrainSummary* s) {
   s->train_examples = f.train_examples;
   s->test_examples = f.test_examples;
   s->lightened_tensor_steps = f.lightened_tensor_steps;
+  s->allgather_tensor_steps = f.allgather_tensor_steps;
+  s->reduce_scatter_tensor_steps = f.reduce_scatter_tensor_steps;
   s->final_train_loss = f.final_train_loss;
   f.totals.Rates(f.present, s->rate, &s->end_to_end_rate);
   f.totals.SelectedPerBin(s->selected_per_bin);

@@ -46,6 +46,8 @@ struct RunFacts {
   int64_t dense_tensors = 0, parameters = 0, tensors = 0;
   int64_t train_examples = 0, test_examples = 0;
   int64_t lightened_tensor_steps = 0;
+  // Compressed tensors x steps by each exchange (this process's steps).
+  int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;
   double final_train_loss = 0, wall_seconds = 0;
   Totals totals;                       // over the steps of this process's run
   bool present[kLayerTypeCount] = {};  // the model's layer types

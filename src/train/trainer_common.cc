@@ -124,6 +124,8 @@ std::string TrainSummary::ToJson() const {
   j["bin_schedule"] = bin_schedule;
   j["exchange"] = exchange;
   j["lightened_tensor_steps"] = lightened_tensor_steps;
+  j["exchange_tensor_steps"] = {{"allgather", allgather_tensor_steps},
+                                {"reduce-scatter", reduce_scatter_tensor_steps}};
   j["slowest_learner"] = slowest_learner;
   j["learner_seconds"] = json::array();
   for (const auto& v : learner_seconds) {

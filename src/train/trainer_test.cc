@@ -143,7 +143,24 @@ TEST_F(TrainerTest, ReduceScatterExchangeTrainsTheSameWeightsAsTheAllGather) {
     EXPECT_EQ(rs.learner_state_sha256, ag.learner_state_sha256) << CodecName(codec);
     EXPECT_TRUE(rs.replicas_identical);
     EXPECT_EQ(rs.test_accuracy, ag.test_accuracy);
+    const int64_t tensor_steps = ag.steps * ag.tensors;
+    EXPECT_EQ(ag.allgather_tensor_steps, tensor_steps);
+    EXPECT_EQ(rs.reduce_scatter_tensor_steps, tensor_steps);
   }
+}
+
+TEST_F(TrainerTest, AutoExchangeTrainsTheSameWeightsAndSaysWhichWayEachTensorWent) {
+  TrainOptions o = Base();
+  o.dense_below = 1000;  // the biases as dense frames: by slices from step 2 on
+  const TrainSummary ag = Run(o);
+  o.exchange = ExchangeKind::kAuto;
+  const TrainSummary au = Run(o);
+  EXPECT_EQ(au.exchange, "auto");
+  EXPECT_EQ(au.weights_sha256, ag.weights_sha256);
+  EXPECT_EQ(au.learner_state_sha256, ag.learner_state_sha256);
+  EXPECT_EQ(au.allgather_tensor_steps + au.reduce_scatter_tensor_steps, au.steps * au.tensors);
+  EXPECT_GT(au.reduce_scatter_tensor_steps, 0) << "dense frames at P = " << o.learners;
+  EXPECT_GT(au.allgather_tensor_steps, au.tensors) << "the sparse frames stay on the all-gather";
 }
 
 TEST_F(TrainerTest, ResumeEqualsUninterrupted) {

@@ -337,7 +337,11 @@ int RunTrain(TrainArgs& a) {
     std::printf("  bin schedule     %s (%lld tensor-steps lightened)\n", s.bin_schedule.c_str(),
                 static_cast<long long>(s.lightened_tensor_steps));
   }
-  if (s.exchange != "allgather") std::printf("  exchange         %s\n", s.exchange.c_str());
+  if (s.exchange != "allgather") {
+    std::printf("  exchange         %s (tensor-steps: %lld all-gather, %lld reduce-scatter)\n",
+                s.exchange.c_str(), static_cast<long long>(s.allgather_tensor_steps),
+                static_cast<long long>(s.reduce_scatter_tensor_steps));
+  }
   if (s.dense_tensors > 0 || s.dense_warmup_steps > 0) {
     std::printf("  sent dense       %lld tensors of at most %lld elements%s\n",
                 static_cast<long long>(s.dense_tensors), static_cast<long long>(s.dense_below),
@@ -514,7 +518,8 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   app->add_option("--exchange", args->exchange,
                   "how compressed frames travel: allgather (every learner decodes every frame) "
                   "or reduce-scatter (pieces to slice owners, averaged slices all-gathered; "
-                  "the same result, fewer bytes received at large P)")
+                  "the same result, fewer bytes received at large P) or auto (per tensor and "
+                  "step, whichever the previous step says receives fewer bytes)")
       ->capture_default_str();
   app->add_option("--dense-below", o.dense_below,
                   "send tensors of at most this many elements dense (float32 frames, no "

@@ -1,0 +1,66 @@
+// The per-tensor choice of ExchangeKind::kAuto (see exchange_choice.h).
+#include "exchange/exchange_choice.h"
+
+#include <algorithm>
+
+#include "comm/ring.h"
+#include "exchange/slice_exchange.h"
+#include "wire/frame.h"
+
+namespace adacomp::exchange_internal {
+
+uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
+                           std::vector<uint8_t>* scratch) {
+  uint64_t bytes = 0;
+  for (int d = 0; d < p; ++d) {
+    const comm_internal::Chunk c = comm_internal::RingChunk(values.size(), p, d);
+    if (c.size == 0) continue;
+    scratch->clear();
+    // Only Inf fails, and an averaged output holds none (a failed sum is
+    // never written); count it as dense.
+    if (!EncodeSummedSlice(tensor_id, values.subspan(c.begin, c.size), scratch).ok()) {
+      bytes += 4 * c.size;
+      continue;
+    }
+    bytes += scratch->size();
+  }
+  return bytes;
+}
+
+uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p) {
+  wire::Frame f;
+  f.codec = Codec::kTopK;
+  f.tensor_id = tensor_id;
+  f.elements = (elements + static_cast<uint64_t>(p) - 1) / static_cast<uint64_t>(p);
+  std::vector<uint8_t> out;
+  if (!wire::EncodeFrame(f, &out).ok()) return 0;
+  return out.size();
+}
+
+ExchangeChooser::ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p)
+    : p_(p), estimates_(tensors.size()), seen_(tensors.size(), false) {
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    piece_headers_.push_back(PieceHeaderBytes(static_cast<uint32_t>(k), tensors[k].elements, p));
+  }
+}
+
+bool ExchangeChooser::ReduceScatter(size_t k) const {
+  return p_ > 1 && seen_[k] && estimates_[k].reduce_scatter < estimates_[k].allgather;
+}
+
+void ExchangeChooser::Observe(size_t k, bool reduce_scatter, uint64_t wire_bytes,
+                              std::span<const float> averaged) {
+  const double p = p_;
+  const double extra = p * (p - 1) * static_cast<double>(piece_headers_[k]);
+  const double w = static_cast<double>(wire_bytes);
+  const double frames = reduce_scatter ? std::max(0.0, w - extra) : w;
+  const double pieces = reduce_scatter ? w : w + extra;
+  const double slices =
+      static_cast<double>(SummedSlicesBytes(static_cast<uint32_t>(k), averaged, p_, &scratch_));
+  estimates_[k].allgather = frames * (p - 1) / p;
+  estimates_[k].reduce_scatter =
+      pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 8 * (p - 1);
+  seen_[k] = true;
+}
+
+}  // namespace adacomp::exchange_internal

@@ -1,0 +1,66 @@
+// src/exchange/exchange_choice.h: how ExchangeKind::kAuto picks, per tensor
+// and step, between the all-gather and the reduce-scatter.
+//
+// The choice is by the bytes one learner would receive for the tensor at
+// this P (decode work follows the bytes: both paths decode what they
+// receive), estimated from the previous step, whose figures every learner
+// holds alike, so that all of them choose the same without a message:
+//   F  the frames' bytes summed over the learners,
+//   Q  the pieces' bytes summed over the learners (F plus a frame header
+//      for each extra piece: P (P - 1) h, h the header of an empty piece),
+//   S  the averaged slices' bytes summed over the owners, exactly as
+//      EncodeSummedSlice would write them for the averaged values.
+// A step by the all-gather gives F (Q estimated), one by the reduce-scatter
+// gives Q (F estimated); both give S from the averaged output. Then
+//   all-gather      F (P - 1) / P
+//   reduce-scatter  Q (P - 1) / P^2 + S (P - 1) / P + 8 (P - 1)
+// (8 bytes per peer: the piece length and the owner's statistics). The
+// first step, and any tensor not yet seen, goes by the all-gather.
+// Internal to adacomp_exchange; one object per learner, used by its thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "adacomp/exchange.h"
+
+namespace adacomp::exchange_internal {
+
+// Bytes EncodeSummedSlice writes for the averaged slices of a tensor of
+// values.size() elements cut into p slices (empty slices write nothing).
+uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
+                           std::vector<uint8_t>* scratch);
+
+// Bytes of the header of an empty piece of a frame of `elements` elements
+// cut into p slices (the sparse parameter block included).
+uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p);
+
+struct ReceiveEstimate {
+  double allgather = 0;       // bytes one learner receives by the all-gather
+  double reduce_scatter = 0;  // ... by the reduce-scatter
+};
+
+class ExchangeChooser {
+ public:
+  ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p);
+
+  // Whether tensor k goes by the reduce-scatter in the next step.
+  bool ReduceScatter(size_t k) const;
+  // Records a step of tensor k: how it travelled, its bytes summed over the
+  // learners (ExchangeResult::wire_bytes: frames or pieces) and its
+  // averaged values (the same on every learner).
+  void Observe(size_t k, bool reduce_scatter, uint64_t wire_bytes, std::span<const float> averaged);
+  // The last step's estimate for tensor k (zeros before the first).
+  ReceiveEstimate Estimate(size_t k) const { return estimates_[k]; }
+
+ private:
+  int p_;
+  std::vector<uint64_t> piece_headers_;
+  std::vector<ReceiveEstimate> estimates_;
+  std::vector<bool> seen_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace adacomp::exchange_internal
