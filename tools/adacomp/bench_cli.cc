@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_exchange_bytes.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "gradient_gen.h"
@@ -72,7 +73,15 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
       "the denser early ones. decode_accumulate density = selected / (elements x P); with\n"
       "P = 1 it equals the compress row's.\n"
       "Exit status: 0 success; 1 a verification or I/O failure; 2 bad usage.");
-  return {{app, [args] { return RunBench(*args); }}};
+  auto bytes_args = std::make_shared<ExchangeBytesArgs>();
+  CLI::App* bytes = app->add_subcommand(
+      "exchange-bytes",
+      "Count exactly what each learner sends and receives in one step by every exchange "
+      "(all-gather, reduce-scatter, auto, the rings), P = 2 .. 1024, without P processes");
+  AddExchangeBytesOptions(bytes, bytes_args.get());
+  return {{app, [args, bytes, bytes_args] {
+             return bytes->parsed() ? RunExchangeBytes(*bytes_args) : RunBench(*args);
+           }}};
 }
 
 }  // namespace adacomp::tool
