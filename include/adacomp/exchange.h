@@ -87,6 +87,11 @@ Result<ExchangeKind> ParseExchangeKind(std::string_view name);
 
 struct ExchangeOptions {
   ExchangeKind kind = ExchangeKind::kAllGather;
+  // The reduce-scatter's averaged slices on the wire: kFp32 (exact, the
+  // all-gather's bits) or kFp16 (binary16 values, about half the bytes once
+  // the sums are dense; every learner takes the rounded values, so replicas
+  // stay identical, but they differ from the all-gather's).
+  ValueMode summed_values = ValueMode::kFp32;
 };
 
 // What one Step() did, the same on every learner of the group.

@@ -26,7 +26,7 @@ uint64_t Headers(int p) { return kHeaderBytes * static_cast<uint64_t>(p - 1); }
 
 Status SimulateStep(int learners, uint64_t elements,
                     const std::function<Status(int, std::vector<uint8_t>*)>& make_frame,
-                    SimulatedStep* out) {
+                    SimulatedStep* out, ValueMode summed) {
   const int p = learners;
   if (p < 1) return Status::InvalidArgument("SimulateStep: " + std::to_string(p) + " learners");
   *out = SimulatedStep();
@@ -80,7 +80,8 @@ Status SimulateStep(int learners, uint64_t elements,
     if (c.size == 0) continue;
     scratch.clear();
     ADACOMP_RETURN_IF_ERROR(
-        EncodeSummedSlice(0, std::span<const float>(sum).subspan(c.begin, c.size), &scratch));
+        EncodeSummedSlice(0, std::span<const float>(sum).subspan(c.begin, c.size), &scratch,
+                          summed));
     message[d] += internal::VarintLength(slice_in[d]) +
                   internal::VarintLength(slice_selected[d]) + scratch.size();
     out->summed_slice_bytes += scratch.size();
@@ -113,7 +114,7 @@ Status SimulateStep(int learners, uint64_t elements,
   // auto, on this step's figures: every learner's chooser sees the same.
   std::vector<ExchangeTensor> tensors(1);
   tensors[0].elements = elements;
-  ExchangeChooser chooser(tensors, p);
+  ExchangeChooser chooser(tensors, p, summed);
   chooser.Observe(0, false, out->frame_bytes, sum);
   out->auto_reduce_scatter = chooser.ReduceScatter(0);
   out->auto_exchange = out->auto_reduce_scatter ? out->reduce_scatter : out->allgather;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "adacomp/codec.h"
 #include "adacomp/status.h"
 
 namespace adacomp::exchange_internal {
@@ -40,8 +41,9 @@ struct SimulatedStep {
 
 // make_frame(r, &frame): learner r's frame of the tensor (tensor id 0,
 // `elements` elements), appended to an empty vector.
+// summed: the reduce-scatter's averaged-slice values (ExchangeOptions).
 Status SimulateStep(int learners, uint64_t elements,
                     const std::function<Status(int, std::vector<uint8_t>*)>& make_frame,
-                    SimulatedStep* out);
+                    SimulatedStep* out, ValueMode summed = ValueMode::kFp32);
 
 }  // namespace adacomp::exchange_internal

@@ -37,11 +37,12 @@ std::vector<float> Grad(int rank, uint64_t n) {
 
 // What each learner's communicator counted in one real step.
 std::vector<exchange_internal::LearnerBytes> RealStep(int p, uint64_t n, CodecConfig (*config)(int),
-                                                      ExchangeKind kind) {
+                                                      ExchangeKind kind,
+                                                      ValueMode summed = ValueMode::kFp32) {
   std::vector<exchange_internal::LearnerBytes> got(p);
   Comms comms = CreateInProcessGroup(p, 60.0);
   OnEveryRank(comms, [&](int rank, Communicator& comm) {
-    auto x = GradientExchange::Create(comm, {{"t", n, config(rank)}}, {kind});
+    auto x = GradientExchange::Create(comm, {{"t", n, config(rank)}}, {kind, summed});
     ASSERT_TRUE(x.ok()) << x.status().ToString();
     const std::vector<float> g = Grad(rank, n);
     const std::span<const float> spans[1] = {g};
@@ -92,6 +93,19 @@ TEST(SimulateStep, CountsWhatTheCommunicatorsCountInARealStep) {
         ExpectSame(sim.reduce_scatter, RealStep(p, n, FromHolder, ExchangeKind::kReduceScatter),
                    what + ", reduce-scatter");
         if (codec == Codec::kAdaComp) {
+          exchange_internal::SimulatedStep half;
+          ASSERT_TRUE(exchange_internal::SimulateStep(
+                          p, n,
+                          [&](int r, std::vector<uint8_t>* frame) {
+                            auto c = Compressor::Create(Config(codec, r), 0, n);
+                            if (!c.ok()) return c.status();
+                            return (*c)->Compress(Grad(r, n), frame);
+                          },
+                          &half, ValueMode::kFp16)
+                          .ok());
+          ExpectSame(half.reduce_scatter,
+                     RealStep(p, n, FromHolder, ExchangeKind::kReduceScatter, ValueMode::kFp16),
+                     what + ", reduce-scatter with float16 sums");
           holder = CodecConfig();
           holder.codec = Codec::kDense;
           ExpectSame(sim.ring_fp32, RealStep(p, n, FromHolder, ExchangeKind::kAllGather),

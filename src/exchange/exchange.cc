@@ -54,11 +54,16 @@ GradientExchange::~GradientExchange() = default;
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options) {
   std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors), options));
+  if (options.summed_values != ValueMode::kFp32 && options.summed_values != ValueMode::kFp16) {
+    return Status::InvalidArgument("the averaged slices' values are fp32 or fp16, not " +
+                                   std::string(ValueModeName(options.summed_values)));
+  }
   if (options.kind != ExchangeKind::kAllGather) {
-    x->slices_ = std::make_unique<exchange_internal::SliceExchange>();
+    x->slices_ = std::make_unique<exchange_internal::SliceExchange>(options.summed_values);
   }
   if (options.kind == ExchangeKind::kAuto) {
-    x->chooser_ = std::make_unique<exchange_internal::ExchangeChooser>(x->tensors_, comm.size());
+    x->chooser_ = std::make_unique<exchange_internal::ExchangeChooser>(x->tensors_, comm.size(),
+                                                                       options.summed_values);
   }
   x->all_reduce_ = true;
   size_t half_tensors = 0;

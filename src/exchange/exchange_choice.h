@@ -31,7 +31,7 @@ namespace adacomp::exchange_internal {
 // Bytes EncodeSummedSlice writes for the averaged slices of a tensor of
 // values.size() elements cut into p slices (empty slices write nothing).
 uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
-                           std::vector<uint8_t>* scratch);
+                           std::vector<uint8_t>* scratch, ValueMode mode = ValueMode::kFp32);
 
 // Bytes of the header of an empty piece of a frame of `elements` elements
 // cut into p slices (the sparse parameter block included).
@@ -44,7 +44,8 @@ struct ReceiveEstimate {
 
 class ExchangeChooser {
  public:
-  ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p);
+  ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p,
+                  ValueMode summed = ValueMode::kFp32);
 
   // Whether tensor k goes by the reduce-scatter in the next step.
   bool ReduceScatter(size_t k) const;
@@ -57,6 +58,7 @@ class ExchangeChooser {
 
  private:
   int p_;
+  ValueMode summed_;
   std::vector<uint64_t> piece_headers_;
   std::vector<ReceiveEstimate> estimates_;
   std::vector<bool> seen_;

@@ -8,6 +8,7 @@
 
 #include "comm/ring.h"
 #include "core/endian.h"
+#include "core/half.h"
 #include "wire/frame.h"
 
 namespace adacomp::exchange_internal {
@@ -86,10 +87,31 @@ Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<u
 }
 
 Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
-                         std::vector<uint8_t>* out) {
+                         std::vector<uint8_t>* out, ValueMode mode) {
   wire::Frame f;
   f.tensor_id = tensor_id;
   f.elements = values.size();
+  if (mode == ValueMode::kFp16) {
+    // An adacomp fp16-mode frame: every element whose binary16 rounding has
+    // non-zero bits, with that value (dense slices cost 2 bytes and about
+    // a bit of index code per element).
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t h = internal::FloatToHalf(values[i]);
+      if (!internal::HalfIsFinite(h)) {
+        return Status::OutOfRange("an averaged value (" + std::to_string(values[i]) +
+                                  ") overflows float16");
+      }
+      if (h == 0) continue;
+      f.indices.push_back(static_cast<uint32_t>(i));
+      f.half_values.push_back(h);
+    }
+    f.codec = Codec::kAdaComp;
+    f.params.values = ValueMode::kFp16;
+    f.params.bin_size = 1;
+    f.params.selected = f.indices.size();
+    f.params.code = wire::ChooseIndexCode(f.indices);
+    return wire::EncodeFrame(f, out);
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &values[i], 4);
@@ -204,8 +226,8 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
         PutVarint(selected, &mine_);
       }
       for (const MessageTensor& t : message_tensors_) {
-        summed = EncodeSummedSlice(t.tensor_id, t.dst, &mine_);
-        if (!summed.ok()) break;  // a sum overflowed to Inf
+        summed = EncodeSummedSlice(t.tensor_id, t.dst, &mine_, summed_);
+        if (!summed.ok()) break;  // a sum overflowed to Inf (float16: past its range)
       }
     }
     if (!summed.ok()) {
@@ -260,7 +282,8 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
       return Status::Corruption(who + ": " + std::to_string(m.size() - at) +
                                 " bytes after the last slice");
     }
-    if (r == me || tensor_of_.empty()) continue;  // its own slices are in scratch_ already
+    // Its own slices are in scratch_ already, unless rounded on the wire.
+    if ((r == me && summed_ != ValueMode::kFp16) || tensor_of_.empty()) continue;
     const std::span<const uint8_t> frames_part = m.subspan(at);
     MessageError where;
     const Status st = DecodeAverageMessages({&frames_part, 1}, message_tensors_, {}, {}, &where);

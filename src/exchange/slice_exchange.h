@@ -56,11 +56,13 @@ class ThrottleHold {
 // piece. Every codec can be cut; the pieces dequantize to the frame's values.
 Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<uint8_t>>* pieces);
 
-// Appends the frame of one averaged slice: topk with float32 values of its
-// non-zero elements (by bit pattern, so -0.0 is kept), or dense, whichever
-// has fewer bytes (dense on ties).
+// Appends the frame of one averaged slice. kFp32: topk with float32 values
+// of its non-zero elements (by bit pattern, so -0.0 is kept), or dense,
+// whichever has fewer bytes (dense on ties): exact. kFp16: an adacomp
+// fp16-mode frame of the elements whose binary16 rounding is not +0 (lossy;
+// OutOfRange when one overflows binary16).
 Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
-                         std::vector<uint8_t>* out);
+                         std::vector<uint8_t>* out, ValueMode mode = ValueMode::kFp32);
 
 class SliceExchange {
  public:
@@ -70,6 +72,9 @@ class SliceExchange {
   // *result the pieces' bytes and selected elements per tensor summed over
   // learners. send_hook (tests) may damage the pieces just before they are
   // sent; a changed length moves the end of the last ones.
+  // summed: the averaged slices' values on the wire (kFp32 or kFp16; with
+  // kFp16 every learner, the owner too, takes the rounded values).
+  explicit SliceExchange(ValueMode summed = ValueMode::kFp32) : summed_(summed) {}
   Status Run(Communicator& comm, const std::vector<ExchangeTensor>& tensors,
              std::span<const size_t> offsets, std::span<const std::span<const uint8_t>> frames,
              std::span<const size_t> which, size_t total_elements, ExchangeResult* result,
@@ -80,6 +85,7 @@ class SliceExchange {
   void Commit(std::span<const size_t> offsets, std::span<float> averaged) const;
 
  private:
+  ValueMode summed_;
   std::vector<std::vector<uint8_t>> pieces_;
   std::vector<uint8_t> send_;
   std::vector<size_t> send_offsets_;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "adacomp/exchange.h"
+#include "core/half.h"
 #include "core/test_util.h"
 #include "exchange/test_group.h"
 #include "wire/frame.h"
@@ -280,6 +281,71 @@ TEST(EncodeSummedSlice, SparseWhenFewNonZerosDenseWhenManyExactEitherWay) {
   inf[1] = INFINITY;
   std::vector<uint8_t> frame;
   EXPECT_FALSE(exchange_internal::EncodeSummedSlice(0, inf, &frame).ok());
+}
+
+// float16 averaged slices: every learner ends with the all-gather's average
+// rounded to binary16, element by element (zeros where it rounds to +0).
+TEST(SliceExchangeFp16, EveryLearnerTakesTheAllGathersAverageRoundedToFloat16) {
+  for (int p : {1, 3, 4, 16}) {
+    const std::vector<StepRun> ag =
+        RunGroup(p, Codec::kAdaComp, ValueMode::kTernary, 0, ExchangeKind::kAllGather);
+    std::vector<std::vector<float>> got(p);
+    Comms comms = CreateInProcessGroup(p, 60.0);
+    OnEveryRank(comms, [&](int rank, Communicator& comm) {
+      ExchangeOptions o;
+      o.kind = ExchangeKind::kReduceScatter;
+      o.summed_values = ValueMode::kFp16;
+      auto x = GradientExchange::Create(comm, Tensors(Codec::kAdaComp, ValueMode::kTernary, rank), o);
+      ASSERT_TRUE(x.ok()) << x.status().ToString();
+      std::vector<std::vector<float>> g;
+      for (size_t k = 0; k < kSizes.size(); ++k) g.push_back(Grad(rank, p, k, 0, 0));
+      std::vector<std::span<const float>> spans(g.begin(), g.end());
+      got[rank].assign((*x)->total_elements(), -7.0f);
+      ExchangeResult result;
+      const Status st = (*x)->Step(spans, 0.0, got[rank], &result);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    });
+    const std::vector<float>& exact = ag[0].averaged[0];
+    size_t rounded_differently = 0;
+    for (int r = 0; r < p; ++r) {
+      ASSERT_EQ(got[r].size(), exact.size());
+      EXPECT_TRUE(SameBits(got[r], got[0])) << "p " << p << ": learner " << r << " differs";
+      for (size_t i = 0; i < exact.size(); ++i) {
+        const uint16_t h = internal::FloatToHalf(exact[i]);
+        const float want = h == 0 ? 0.0f : internal::HalfToFloat(h);
+        if (!SameBits({&got[r][i], 1}, {&want, 1})) {
+          ADD_FAILURE() << "p " << p << " learner " << r << " element " << i << ": " << got[r][i]
+                        << " for " << exact[i] << " (binary16: " << want << ")";
+          break;
+        }
+        rounded_differently += got[r][i] != exact[i];
+      }
+    }
+    EXPECT_GT(rounded_differently, 0u) << "p " << p << ": nothing was rounded";
+  }
+}
+
+TEST(EncodeSummedSlice, Float16KeepsTheRoundedNonZerosAndRefusesOverflow) {
+  std::vector<float> v = {0.0f, 1.0f / 3.0f, -1e-9f, 1e-5f, -2.5f, 0.0f};
+  std::vector<uint8_t> frame;
+  ASSERT_TRUE(exchange_internal::EncodeSummedSlice(1, v, &frame, ValueMode::kFp16).ok());
+  wire::Frame f;
+  ASSERT_TRUE(wire::DecodeFrame(frame, {}, &f).ok());
+  EXPECT_EQ(f.codec, Codec::kAdaComp);
+  EXPECT_EQ(f.params.values, ValueMode::kFp16);
+  // -1e-9 rounds to -0 in binary16: kept, its bits are not zero.
+  EXPECT_EQ(f.indices, (std::vector<uint32_t>{1, 2, 3, 4}));
+  std::vector<float> back(v.size(), 0.0f);
+  ASSERT_TRUE(wire::Dequantize(f, back).ok());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = internal::FloatToHalf(v[i]);
+    EXPECT_EQ(back[i], h == 0 ? 0.0f : internal::HalfToFloat(h)) << i;
+  }
+  std::vector<float> big = {1.0f, 70000.0f};
+  frame.clear();
+  const Status st = exchange_internal::EncodeSummedSlice(0, big, &frame, ValueMode::kFp16);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("float16"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------

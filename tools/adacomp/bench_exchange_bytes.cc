@@ -60,6 +60,9 @@ void AddExchangeBytesOptions(CLI::App* sub, ExchangeBytesArgs* a) {
                   "learner r's gradient = shared + own-scale x its own (both from the generator "
                   "below): 0 = identical gradients, large = nearly independent")
       ->capture_default_str();
+  sub->add_option("--summed-values", a->summed_values,
+                  "the reduce-scatter's averaged slices: fp32 (exact) or fp16 (ExchangeOptions)")
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "data seed")->capture_default_str();
   sub->add_option("--json", a->json, "also write the rows as JSON to this file");
   sub->footer(
@@ -87,6 +90,10 @@ int RunExchangeBytes(const ExchangeBytesArgs& a) {
   }
   if (a.bin_size < 1) return Fail(kCmd, 2, "--bin-size must be at least 1");
   if (!(a.own_scale >= 0)) return Fail(kCmd, 2, "--own-scale must be >= 0");
+  if (a.summed_values != "fp32" && a.summed_values != "fp16") {
+    return Fail(kCmd, 2, "--summed-values: fp32 or fp16, not '" + a.summed_values + "'");
+  }
+  const ValueMode summed = a.summed_values == "fp16" ? ValueMode::kFp16 : ValueMode::kFp32;
   std::string rows;
   std::printf("%10s %5s %8s %12s %12s %12s %12s %12s %6s %10s\n", "elements", "P", "rate",
               "allgather", "reduce-sc.", "auto", "ring fp32", "ring fp16", "auto", "seconds");
@@ -120,7 +127,7 @@ int RunExchangeBytes(const ExchangeBytesArgs& a) {
             ADACOMP_ASSIGN_OR_RETURN(auto comp, Compressor::Create(c, 0, n));
             return comp->Compress(g, frame);
           },
-          &sim);
+          &sim, summed);
       if (!st.ok()) return Fail(kCmd, 1, st.ToString());
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -155,8 +162,9 @@ int RunExchangeBytes(const ExchangeBytesArgs& a) {
         char settings[200];
         std::snprintf(settings, sizeof settings,
                       "{\"codec\": \"adacomp\", \"bin_size\": %u, \"own_scale\": %g, \"seed\": "
-                      "%llu,\n \"rows\": [\n  ",
-                      a.bin_size, a.own_scale, static_cast<unsigned long long>(a.seed));
+                      "%llu, \"summed_values\": \"%s\",\n \"rows\": [\n  ",
+                      a.bin_size, a.own_scale, static_cast<unsigned long long>(a.seed),
+                      a.summed_values.c_str());
         out << settings << rows << "\n]}\n";
         out.close();
         if (!out || std::rename((a.json + ".tmp").c_str(), a.json.c_str()) != 0) {

@@ -15,6 +15,7 @@ struct ExchangeBytesArgs {
   std::string learners = "2,4,8,16,32,64,128,256,512,1024";
   uint32_t bin_size = 500;
   double own_scale = 1.0;
+  std::string summed_values = "fp32";
   uint64_t seed = 1;
   std::string json;
 };
