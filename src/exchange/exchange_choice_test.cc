@@ -146,7 +146,9 @@ TEST(AutoExchange, EqualsTheAllGatherAndReceivesNoMoreThanTheCheaperExchange) {
           << ", reduce-scatter " << rs.received[step];
     }
     // Dense float32 frames: always the reduce-scatter from P = 4 on.
-    if (p >= 4) EXPECT_EQ(au.routes[kSteps - 1][1], 1) << "p " << p;
+    if (p >= 4) {
+      EXPECT_EQ(au.routes[kSteps - 1][1], 1) << "p " << p;
+    }
     if (p == 16) {
       // The large-bin ternary tensor stays on the all-gather... its
       // frames are far smaller than dense slices at this P.

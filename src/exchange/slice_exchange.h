@@ -32,6 +32,7 @@
 #include "adacomp/communicator.h"
 #include "adacomp/exchange.h"
 #include "adacomp/status.h"
+#include "exchange/slice_messages.h"
 
 namespace adacomp::exchange_internal {
 
@@ -50,19 +51,6 @@ class ThrottleHold {
  private:
   ExchangeThrottle* t_;
 };
-
-// Cuts `frame` (one tensor's frame, n elements) at the boundaries of p
-// slices and appends slice d's piece to (*pieces)[d]; empty slices get no
-// piece. Every codec can be cut; the pieces dequantize to the frame's values.
-Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<uint8_t>>* pieces);
-
-// Appends the frame of one averaged slice. kFp32: topk with float32 values
-// of its non-zero elements (by bit pattern, so -0.0 is kept), or dense,
-// whichever has fewer bytes (dense on ties): exact. kFp16: an adacomp
-// fp16-mode frame of the elements whose binary16 rounding is not +0 (lossy;
-// OutOfRange when one overflows binary16).
-Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
-                         std::vector<uint8_t>* out, ValueMode mode = ValueMode::kFp32);
 
 class SliceExchange {
  public:
@@ -99,6 +87,7 @@ class SliceExchange {
   std::vector<size_t> which_;      // the last Run's tensors
   std::vector<uint64_t> sizes_;    // and their elements
   std::vector<FrameInfo> infos_;
+  std::vector<SliceStats> stats_;
 };
 
 }  // namespace adacomp::exchange_internal

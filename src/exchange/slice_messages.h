@@ -1,0 +1,59 @@
+// src/exchange/slice_messages.h: the two messages of the reduce-scatter
+// exchange (docs/wire-format.md section 10), apart from the exchange that
+// sends them, so that they can be tested and fuzzed on their own:
+//   pieces   a learner's frame of a tensor cut at the P slice boundaries
+//            into frames of the same codec (CutFrame);
+//   owner's  u8 0, then per non-empty slice it owns the varints of its
+//   message  pieces' bytes and selected elements summed over learners, then
+//            the averaged slices' frames (EncodeSummedSlice); or u8 1, a
+//            status code byte and the error text when it could not sum.
+// Internal to adacomp_exchange; plain functions, reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "adacomp/codec.h"
+#include "adacomp/status.h"
+
+namespace adacomp::exchange_internal {
+
+// Cuts `frame` (one tensor's frame, n elements) at the boundaries of p
+// slices and appends slice d's piece to (*pieces)[d]; empty slices get no
+// piece. Every codec can be cut; the pieces dequantize to the frame's values.
+Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<uint8_t>>* pieces);
+
+// Appends the frame of one averaged slice. kFp32: topk with float32 values
+// of its non-zero elements (by bit pattern, so -0.0 is kept), or dense,
+// whichever has fewer bytes (dense on ties): exact. kFp16: an adacomp
+// fp16-mode frame of the elements whose binary16 rounding is not +0 (lossy;
+// OutOfRange when one overflows binary16).
+Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
+                         std::vector<uint8_t>* out, ValueMode mode = ValueMode::kFp32);
+
+// What an owner reports of the pieces of one slice, summed over learners.
+struct SliceStats {
+  uint64_t bytes = 0;
+  uint64_t selected = 0;
+};
+
+// An owner's message: StartSlicesMessage, one PutSliceStats per slice, then
+// one EncodeSummedSlice per slice (same order). SlicesFailedMessage replaces
+// *out with the failure message of `why` (not OK).
+void StartSlicesMessage(std::vector<uint8_t>* out);
+void PutSliceStats(const SliceStats& stats, std::vector<uint8_t>* out);
+void SlicesFailedMessage(const Status& why, std::vector<uint8_t>* out);
+
+// Reads an owner's message for its non-empty slices `slices` (the
+// destinations, tensor ids as the frames must carry): the statistics into
+// stats[i] (stats.size() == slices.size()), then, when `decode`, the
+// averaged slices into slices[i].dst. A failure message returns its status;
+// anything malformed Corruption (or the frame decoder's error), with
+// *bad_slice (optional) the slice at fault, slices.size() when none is, and
+// no dst written.
+Status ReadSlicesMessage(std::span<const uint8_t> m, std::span<const MessageTensor> slices,
+                         std::span<SliceStats> stats, bool decode, size_t* bad_slice = nullptr);
+
+}  // namespace adacomp::exchange_internal
