@@ -114,6 +114,10 @@ struct TrainOptions {
   // averaged slices are all-gathered. The same averaged bits either way, so
   // not in the fingerprint.
   ExchangeKind exchange = ExchangeKind::kAllGather;
+  // The reduce-scatter's averaged slices (ExchangeOptions::summed_values):
+  // kFp32 exact, kFp16 binary16 (other bits than the all-gather's, so in
+  // the fingerprint when a reduce-scatter can run).
+  ValueMode summed_values = ValueMode::kFp32;
   // Options beside the paper's default (0 = off; docs/results.md measures
   // them): tensors of at most dense_below elements are sent dense (float32
   // frames, no residue), whatever the codec; the first dense_warmup_steps
@@ -200,6 +204,7 @@ struct TrainSummary {
   std::string bin_size;      // "per-layer (conv 50, fc/lstm/other 500)" or the value
   std::string bin_schedule;  // BinSchedule::ToString(): "fixed" or the schedule; "n/a" without bins
   std::string exchange;      // ExchangeKindName of TrainOptions::exchange
+  std::string summed_values;  // "fp32" or "fp16" (TrainOptions::summed_values)
   // Compressed tensors x steps that went by each exchange, over the steps
   // run in this process (auto chooses per tensor and step).
   int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;

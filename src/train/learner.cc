@@ -192,7 +192,8 @@ Status Learner::Setup() {
   }
   plan_ = PlanTensors(o_, specs, rank_);
   ADACOMP_ASSIGN_OR_RETURN(exchange_,
-                           GradientExchange::Create(comm_, plan_.exchange, {o_.exchange}));
+                           GradientExchange::Create(comm_, plan_.exchange,
+                                                    {o_.exchange, o_.summed_values}));
   if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }

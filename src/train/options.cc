@@ -123,6 +123,9 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.local_optimizer) s << ";local_optimizer=1";
   if (o.local_optimizer_types) s << ";local_types=" << o.local_optimizer_types;
   if (o.bin_schedule.enabled()) s << ";bin_schedule=" << o.bin_schedule.ToString();
+  if (o.summed_values == ValueMode::kFp16 && o.exchange != ExchangeKind::kAllGather) {
+    s << ";summed=fp16";
+  }
   return s.str();
 }
 

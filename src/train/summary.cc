@@ -78,6 +78,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->bin_size = adacomp ? BinSizeText(o) : "n/a";
   s->bin_schedule = adacomp ? o.bin_schedule.ToString() : "n/a";
   s->exchange = std::string(ExchangeKindName(o.exchange));
+  s->summed_values = o.summed_values == ValueMode::kFp16 ? "fp16" : "fp32";
   s->dense_below = o.dense_below;
   s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
   s->clip_grad_norm = o.clip_grad_norm;

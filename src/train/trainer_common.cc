@@ -123,6 +123,7 @@ std::string TrainSummary::ToJson() const {
   j["bin_size"] = bin_size;
   j["bin_schedule"] = bin_schedule;
   j["exchange"] = exchange;
+  j["summed_values"] = summed_values;
   j["lightened_tensor_steps"] = lightened_tensor_steps;
   j["exchange_tensor_steps"] = {{"allgather", allgather_tensor_steps},
                                 {"reduce-scatter", reduce_scatter_tensor_steps}};

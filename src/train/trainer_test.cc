@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "options.h"
 #include "test_files.h"
 #include "test_hooks.h"
 
@@ -147,6 +148,21 @@ TEST_F(TrainerTest, ReduceScatterExchangeTrainsTheSameWeightsAsTheAllGather) {
     EXPECT_EQ(ag.allgather_tensor_steps, tensor_steps);
     EXPECT_EQ(rs.reduce_scatter_tensor_steps, tensor_steps);
   }
+}
+
+TEST_F(TrainerTest, Float16SumsKeepTheReplicasIdenticalAndChangeTheFingerprint) {
+  TrainOptions o = Base();
+  o.exchange = ExchangeKind::kReduceScatter;
+  const TrainSummary exact = Run(o);
+  o.summed_values = ValueMode::kFp16;
+  const TrainSummary half = Run(o);
+  EXPECT_EQ(half.summed_values, "fp16");
+  EXPECT_TRUE(half.replicas_identical);
+  EXPECT_NE(half.weights_sha256, exact.weights_sha256) << "binary16 sums are other bits";
+  EXPECT_NEAR(half.test_accuracy, exact.test_accuracy, 0.05);
+  EXPECT_NE(train::Fingerprint(o, "d"), train::Fingerprint(Base(), "d"));
+  o.exchange = ExchangeKind::kAllGather;  // no reduce-scatter: the sums never travel
+  EXPECT_EQ(train::Fingerprint(o, "d"), train::Fingerprint(Base(), "d"));
 }
 
 TEST_F(TrainerTest, AutoExchangeTrainsTheSameWeightsAndSaysWhichWayEachTensorWent) {

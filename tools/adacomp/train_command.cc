@@ -37,6 +37,7 @@ struct TrainArgs {
   std::string lr_decay_epochs;
   std::string bin_sizes;
   std::string exchange = "allgather";
+  std::string summed_values = "fp32";
   std::string local_optimizer_types;
   std::string summary_out;
   std::vector<std::string> inject_nan;
@@ -190,6 +191,10 @@ int RunTrain(TrainArgs& a) {
   if (!exchange.ok())
     return Fail(kCmd, kExitBadUsage, "--exchange: " + exchange.status().message());
   o.exchange = *exchange;
+  if (a.summed_values != "fp32" && a.summed_values != "fp16") {
+    return Fail(kCmd, kExitBadUsage, "--summed-values: fp32 or fp16, not '" + a.summed_values + "'");
+  }
+  o.summed_values = a.summed_values == "fp16" ? ValueMode::kFp16 : ValueMode::kFp32;
   if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
@@ -338,8 +343,9 @@ int RunTrain(TrainArgs& a) {
                 static_cast<long long>(s.lightened_tensor_steps));
   }
   if (s.exchange != "allgather") {
-    std::printf("  exchange         %s (tensor-steps: %lld all-gather, %lld reduce-scatter)\n",
-                s.exchange.c_str(), static_cast<long long>(s.allgather_tensor_steps),
+    std::printf("  exchange         %s%s (tensor-steps: %lld all-gather, %lld reduce-scatter)\n",
+                s.exchange.c_str(), s.summed_values == "fp16" ? ", float16 sums" : "",
+                static_cast<long long>(s.allgather_tensor_steps),
                 static_cast<long long>(s.reduce_scatter_tensor_steps));
   }
   if (s.dense_tensors > 0 || s.dense_warmup_steps > 0) {
@@ -520,6 +526,11 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "or reduce-scatter (pieces to slice owners, averaged slices all-gathered; "
                   "the same result, fewer bytes received at large P) or auto (per tensor and "
                   "step, whichever the previous step says receives fewer bytes)")
+      ->capture_default_str();
+  app->add_option("--summed-values", args->summed_values,
+                  "the reduce-scatter's averaged slices on the wire: fp32 (exact, the "
+                  "all-gather's result) or fp16 (binary16, about half the bytes once the sums "
+                  "are dense; every learner takes the rounded values)")
       ->capture_default_str();
   app->add_option("--dense-below", o.dense_below,
                   "send tensors of at most this many elements dense (float32 frames, no "
