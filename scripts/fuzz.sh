@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/: the wire decoder and codecs, and the
+# Builds the libFuzzer targets (fuzz/: the wire decoder and codecs, the
+# reduce-scatter's messages, and the
 # checkpoint / IDX / CIFAR-10 / text file readers) with clang-14 into
 # build-fuzz and runs each for a bounded time, failing on any finding (crash, sanitizer report,
 # property violation, timeout, too much memory).
@@ -25,7 +26,7 @@ SECS=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-2}
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(fuzz_decode fuzz_roundtrip fuzz_checkpoint fuzz_idx fuzz_cifar fuzz_text)
+  TARGETS=(fuzz_decode fuzz_roundtrip fuzz_slices fuzz_checkpoint fuzz_idx fuzz_cifar fuzz_text)
 fi
 
 CXX_BIN=${FUZZ_CXX:-clang++-14}
