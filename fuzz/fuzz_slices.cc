@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "adacomp/codec.h"
-#include "exchange/slice_messages.h"
+#include "adacomp/slices.h"
 #include "fuzz_util.h"
 
 namespace adacomp::fuzz {
@@ -40,9 +40,9 @@ void OwnerMessage(uint8_t control, std::span<const uint8_t> b) {
   }
   for (size_t i = 0; i < k; ++i) slices.push_back({static_cast<uint32_t>(i), dst[i]});
   const std::span<const uint8_t> m = b.subspan(k);
-  std::vector<exchange_internal::SliceStats> stats(k);
+  std::vector<SliceStats> stats(k);
   size_t bad = 12345;
-  const Status st = exchange_internal::ReadSlicesMessage(m, slices, stats, true, &bad);
+  const Status st = ReadSlicesMessage(m, slices, stats, true, &bad);
   if (!st.ok()) {
     FUZZ_CHECK(bad <= k, "bad slice %zu of %zu", bad, k);
     for (size_t i = 0; i < k; ++i) {
@@ -51,8 +51,8 @@ void OwnerMessage(uint8_t control, std::span<const uint8_t> b) {
     }
     return;
   }
-  std::vector<exchange_internal::SliceStats> again(k);
-  FUZZ_CHECK(exchange_internal::ReadSlicesMessage(m, slices, again, false).ok(),
+  std::vector<SliceStats> again(k);
+  FUZZ_CHECK(ReadSlicesMessage(m, slices, again, false).ok(),
              "accepted, then refused without decoding");
   for (size_t i = 0; i < k; ++i) {
     FUZZ_CHECK(again[i].bytes == stats[i].bytes && again[i].selected == stats[i].selected,
@@ -75,7 +75,7 @@ void Cut(uint8_t control, std::span<const uint8_t> in) {
   FUZZ_CHECK(DecodeAccumulate(frame, whole, nullptr, o).ok(), "inspected but not decoded");
   const int p = 1 + (control >> 2) % 8;
   std::vector<std::vector<uint8_t>> pieces(p);
-  const Status st = exchange_internal::CutFrame(frame, p, &pieces);
+  const Status st = CutFrame(frame, p, &pieces);
   FUZZ_CHECK(st.ok(), "an accepted frame did not cut: %s", st.ToString().c_str());
   size_t begin = 0;
   for (int d = 0; d < p; ++d) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "adacomp/codec.h"
-#include "exchange/slice_messages.h"
+#include "adacomp/slices.h"
 
 namespace fs = std::filesystem;
 using namespace adacomp;
@@ -52,16 +52,16 @@ int main(int argc, char** argv) {
     for (ValueMode mode : {ValueMode::kFp32, ValueMode::kFp16}) {
       std::vector<uint8_t> in = {static_cast<uint8_t>(2 * (k - 1))};
       std::vector<uint8_t> m;
-      exchange_internal::StartSlicesMessage(&m);
+      StartSlicesMessage(&m);
       for (int i = 0; i < k; ++i) {
         const uint8_t size = static_cast<uint8_t>(i == 1 ? 200 : 20 + 30 * i);
         in.push_back(size);
-        exchange_internal::PutSliceStats({100u + static_cast<uint64_t>(i), 5u}, &m);
+        PutSliceStats({100u + static_cast<uint64_t>(i), 5u}, &m);
       }
       for (int i = 0; i < k; ++i) {
         const std::vector<float> v =
             Values(1 + in[1 + static_cast<size_t>(i)], static_cast<uint32_t>(i), i != 2);
-        if (!exchange_internal::EncodeSummedSlice(static_cast<uint32_t>(i), v, &m, mode).ok()) {
+        if (!EncodeSummedSlice(static_cast<uint32_t>(i), v, &m, mode).ok()) {
           return 1;
         }
       }
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
   std::vector<uint8_t> failed = {0, 10};
   std::vector<uint8_t> m;
-  exchange_internal::SlicesFailedMessage(Status::OutOfRange("a sum overflowed"), &m);
+  SlicesFailedMessage(Status::OutOfRange("a sum overflowed"), &m);
   failed.insert(failed.end(), m.begin(), m.end());
   Write(dir / "owner_failed", failed);
   ++count;

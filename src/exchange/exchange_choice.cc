@@ -4,28 +4,10 @@
 #include <algorithm>
 
 #include "comm/ring.h"
-#include "exchange/slice_exchange.h"
+#include "adacomp/slices.h"
 #include "wire/frame.h"
 
 namespace adacomp::exchange_internal {
-
-uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
-                           std::vector<uint8_t>* scratch, ValueMode mode) {
-  uint64_t bytes = 0;
-  for (int d = 0; d < p; ++d) {
-    const comm_internal::Chunk c = comm_internal::RingChunk(values.size(), p, d);
-    if (c.size == 0) continue;
-    scratch->clear();
-    // Only Inf fails, and an averaged output holds none (a failed sum is
-    // never written); count it as dense.
-    if (!EncodeSummedSlice(tensor_id, values.subspan(c.begin, c.size), scratch, mode).ok()) {
-      bytes += 4 * c.size;
-      continue;
-    }
-    bytes += scratch->size();
-  }
-  return bytes;
-}
 
 uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p) {
   wire::Frame f;
@@ -57,7 +39,7 @@ void ExchangeChooser::Observe(size_t k, bool reduce_scatter, uint64_t wire_bytes
   const double frames = reduce_scatter ? std::max(0.0, w - extra) : w;
   const double pieces = reduce_scatter ? w : w + extra;
   const double slices =
-      static_cast<double>(SummedSlicesBytes(static_cast<uint32_t>(k), averaged, p_, &scratch_, summed_));
+      static_cast<double>(SummedSlicesBytes(static_cast<uint32_t>(k), averaged, p_, summed_));
   estimates_[k].allgather = frames * (p - 1) / p;
   estimates_[k].reduce_scatter =
       pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 8 * (p - 1);

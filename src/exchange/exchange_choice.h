@@ -28,11 +28,6 @@
 
 namespace adacomp::exchange_internal {
 
-// Bytes EncodeSummedSlice writes for the averaged slices of a tensor of
-// values.size() elements cut into p slices (empty slices write nothing).
-uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
-                           std::vector<uint8_t>* scratch, ValueMode mode = ValueMode::kFp32);
-
 // Bytes of the header of an empty piece of a frame of `elements` elements
 // cut into p slices (the sparse parameter block included).
 uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p);
@@ -62,7 +57,6 @@ class ExchangeChooser {
   std::vector<uint64_t> piece_headers_;
   std::vector<ReceiveEstimate> estimates_;
   std::vector<bool> seen_;
-  std::vector<uint8_t> scratch_;
 };
 
 }  // namespace adacomp::exchange_internal

@@ -33,14 +33,13 @@ TEST(SummedSlicesBytes, IsTheSumOfTheEncodedSlices) {
       const size_t len = v.size() / p + (static_cast<size_t>(d) < v.size() % p ? 1 : 0);
       if (len == 0) continue;
       std::vector<uint8_t> frame;
-      ASSERT_TRUE(exchange_internal::EncodeSummedSlice(
+      ASSERT_TRUE(EncodeSummedSlice(
                       4, std::span<const float>(v).subspan(begin, len), &frame)
                       .ok());
       want += frame.size();
       begin += len;
     }
-    std::vector<uint8_t> scratch;
-    EXPECT_EQ(exchange_internal::SummedSlicesBytes(4, v, p, &scratch), want) << "p " << p;
+    EXPECT_EQ(SummedSlicesBytes(4, v, p), want) << "p " << p;
   }
 }
 

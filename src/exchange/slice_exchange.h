@@ -32,7 +32,7 @@
 #include "adacomp/communicator.h"
 #include "adacomp/exchange.h"
 #include "adacomp/status.h"
-#include "exchange/slice_messages.h"
+#include "adacomp/slices.h"
 
 namespace adacomp::exchange_internal {
 

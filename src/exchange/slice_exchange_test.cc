@@ -227,7 +227,7 @@ TEST(CutFrame, PiecesDequantizeToTheFramesSlicesForEveryCodec) {
       ASSERT_TRUE(DecodeAccumulate(frame, whole).ok());
       for (int p : {1, 4, 7}) {
         std::vector<std::vector<uint8_t>> pieces(p);
-        ASSERT_TRUE(exchange_internal::CutFrame(frame, p, &pieces).ok());
+        ASSERT_TRUE(CutFrame(frame, p, &pieces).ok());
         size_t begin = 0;
         for (int d = 0; d < p; ++d) {
           const size_t len = n / p + (static_cast<uint64_t>(d) < n % p ? 1 : 0);
@@ -260,7 +260,7 @@ TEST(EncodeSummedSlice, SparseWhenFewNonZerosDenseWhenManyExactEitherWay) {
   std::vector<float> many = testing::GradientLike(1000, 4);
   for (const auto* v : {&few, &many}) {
     std::vector<uint8_t> frame;
-    ASSERT_TRUE(exchange_internal::EncodeSummedSlice(2, *v, &frame).ok());
+    ASSERT_TRUE(EncodeSummedSlice(2, *v, &frame).ok());
     FrameInfo info;
     ASSERT_TRUE(InspectFrame(frame, &info).ok());
     EXPECT_EQ(info.codec, v == &few ? Codec::kTopK : Codec::kDense);
@@ -280,7 +280,7 @@ TEST(EncodeSummedSlice, SparseWhenFewNonZerosDenseWhenManyExactEitherWay) {
   std::vector<float> inf(4, 0.0f);
   inf[1] = INFINITY;
   std::vector<uint8_t> frame;
-  EXPECT_FALSE(exchange_internal::EncodeSummedSlice(0, inf, &frame).ok());
+  EXPECT_FALSE(EncodeSummedSlice(0, inf, &frame).ok());
 }
 
 // float16 averaged slices: every learner ends with the all-gather's average
@@ -328,7 +328,7 @@ TEST(SliceExchangeFp16, EveryLearnerTakesTheAllGathersAverageRoundedToFloat16) {
 TEST(EncodeSummedSlice, Float16KeepsTheRoundedNonZerosAndRefusesOverflow) {
   std::vector<float> v = {0.0f, 1.0f / 3.0f, -1e-9f, 1e-5f, -2.5f, 0.0f};
   std::vector<uint8_t> frame;
-  ASSERT_TRUE(exchange_internal::EncodeSummedSlice(1, v, &frame, ValueMode::kFp16).ok());
+  ASSERT_TRUE(EncodeSummedSlice(1, v, &frame, ValueMode::kFp16).ok());
   wire::Frame f;
   ASSERT_TRUE(wire::DecodeFrame(frame, {}, &f).ok());
   EXPECT_EQ(f.codec, Codec::kAdaComp);
@@ -343,7 +343,7 @@ TEST(EncodeSummedSlice, Float16KeepsTheRoundedNonZerosAndRefusesOverflow) {
   }
   std::vector<float> big = {1.0f, 70000.0f};
   frame.clear();
-  const Status st = exchange_internal::EncodeSummedSlice(0, big, &frame, ValueMode::kFp16);
+  const Status st = EncodeSummedSlice(0, big, &frame, ValueMode::kFp16);
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
   EXPECT_NE(st.message().find("float16"), std::string::npos);
 }

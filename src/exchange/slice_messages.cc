@@ -1,5 +1,5 @@
-// The reduce-scatter's messages (see slice_messages.h).
-#include "exchange/slice_messages.h"
+// The reduce-scatter's messages (see include/adacomp/slices.h).
+#include "adacomp/slices.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "core/half.h"
 #include "wire/frame.h"
 
-namespace adacomp::exchange_internal {
+namespace adacomp {
 namespace {
 
 using comm_internal::RingChunk;
@@ -38,6 +38,28 @@ bool GetVarint(std::span<const uint8_t> in, size_t* at, uint64_t* v) {
 }
 
 }  // namespace
+
+SliceBounds SliceOf(uint64_t n, int p, int d) {
+  const comm_internal::Chunk c = RingChunk(static_cast<size_t>(n), p, d);
+  return {c.begin, c.size};
+}
+
+uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
+                           ValueMode mode) {
+  uint64_t bytes = 0;
+  std::vector<uint8_t> scratch;
+  for (int d = 0; d < p; ++d) {
+    const comm_internal::Chunk c = RingChunk(values.size(), p, d);
+    if (c.size == 0) continue;
+    scratch.clear();
+    if (!EncodeSummedSlice(tensor_id, values.subspan(c.begin, c.size), &scratch, mode).ok()) {
+      bytes += 4 * c.size;
+      continue;
+    }
+    bytes += scratch.size();
+  }
+  return bytes;
+}
 
 Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<uint8_t>>* pieces) {
   wire::Frame f;
@@ -178,4 +200,4 @@ Status ReadSlicesMessage(std::span<const uint8_t> m, std::span<const MessageTens
   return st;
 }
 
-}  // namespace adacomp::exchange_internal
+}  // namespace adacomp

@@ -1,7 +1,7 @@
 // The owner's message of the reduce-scatter read back: statistics and
 // slices round-trip, a failure message carries its status, and malformed
 // messages are refused with the slice at fault named and nothing written.
-#include "exchange/slice_messages.h"
+#include "adacomp/slices.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,6 @@
 namespace adacomp {
 namespace {
 
-using exchange_internal::ReadSlicesMessage;
-using exchange_internal::SliceStats;
 
 struct Owner {
   std::vector<uint8_t> message;
@@ -25,11 +23,11 @@ Owner MakeOwner() {
   Owner o;
   o.values = {testing::GradientLike(40, 1), std::vector<float>(300, 0.0f)};
   o.values[1][7] = 0.5f;  // a sparse slice beside a dense one
-  exchange_internal::StartSlicesMessage(&o.message);
-  exchange_internal::PutSliceStats({1234, 56}, &o.message);
-  exchange_internal::PutSliceStats({0, 0}, &o.message);
+  StartSlicesMessage(&o.message);
+  PutSliceStats({1234, 56}, &o.message);
+  PutSliceStats({0, 0}, &o.message);
   for (uint32_t id : {3u, 9u}) {
-    EXPECT_TRUE(exchange_internal::EncodeSummedSlice(id, o.values[id == 3 ? 0 : 1], &o.message)
+    EXPECT_TRUE(EncodeSummedSlice(id, o.values[id == 3 ? 0 : 1], &o.message)
                     .ok());
   }
   return o;
@@ -55,7 +53,7 @@ TEST(ReadSlicesMessage, RoundTripsTheStatisticsAndTheSlices) {
 
 TEST(ReadSlicesMessage, AFailureMessageCarriesItsStatus) {
   std::vector<uint8_t> m;
-  exchange_internal::SlicesFailedMessage(Status::OutOfRange("overflow in slice 2"), &m);
+  SlicesFailedMessage(Status::OutOfRange("overflow in slice 2"), &m);
   const Status st = ReadSlicesMessage(m, {}, {}, true);
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
   EXPECT_NE(st.message().find("overflow in slice 2"), std::string::npos);

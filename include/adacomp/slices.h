@@ -1,13 +1,15 @@
-// src/exchange/slice_messages.h: the two messages of the reduce-scatter
-// exchange (docs/wire-format.md section 10), apart from the exchange that
-// sends them, so that they can be tested and fuzzed on their own:
+// adacomp/slices.h: the two messages of the reduce-scatter exchange
+// (docs/wire-format.md section 10), apart from the exchange that sends them
+// (adacomp/exchange.h), for hosts that move the bytes themselves (the
+// PyTorch DDP hook), and to be tested and fuzzed on their own:
 //   pieces   a learner's frame of a tensor cut at the P slice boundaries
 //            into frames of the same codec (CutFrame);
 //   owner's  u8 0, then per non-empty slice it owns the varints of its
 //   message  pieces' bytes and selected elements summed over learners, then
 //            the averaged slices' frames (EncodeSummedSlice); or u8 1, a
 //            status code byte and the error text when it could not sum.
-// Internal to adacomp_exchange; plain functions, reentrant.
+// Part of adacomp_exchange (src/exchange/slice_messages.cc); plain
+// functions, reentrant.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +20,15 @@
 #include "adacomp/codec.h"
 #include "adacomp/status.h"
 
-namespace adacomp::exchange_internal {
+namespace adacomp {
+
+// Slice d of a tensor of n elements cut into p slices: the first n % p
+// slices hold one element more (the ring all-reduce's chunks).
+struct SliceBounds {
+  uint64_t begin = 0;
+  uint64_t size = 0;
+};
+SliceBounds SliceOf(uint64_t n, int p, int d);
 
 // Cuts `frame` (one tensor's frame, n elements) at the boundaries of p
 // slices and appends slice d's piece to (*pieces)[d]; empty slices get no
@@ -32,6 +42,12 @@ Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<u
 // OutOfRange when one overflows binary16).
 Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
                          std::vector<uint8_t>* out, ValueMode mode = ValueMode::kFp32);
+
+// Bytes EncodeSummedSlice writes for the averaged slices of a tensor of
+// values.size() elements cut into p slices (empty slices write nothing;
+// a slice that cannot be encoded counts as dense float32).
+uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
+                           ValueMode mode = ValueMode::kFp32);
 
 // What an owner reports of the pieces of one slice, summed over learners.
 struct SliceStats {
@@ -56,4 +72,4 @@ void SlicesFailedMessage(const Status& why, std::vector<uint8_t>* out);
 Status ReadSlicesMessage(std::span<const uint8_t> m, std::span<const MessageTensor> slices,
                          std::span<SliceStats> stats, bool decode, size_t* bad_slice = nullptr);
 
-}  // namespace adacomp::exchange_internal
+}  // namespace adacomp
