@@ -68,6 +68,17 @@ def _non_finite(arr, layout):
                       f"in {what}")
 
 
+def _zero_gaps(arr, layout):
+    """Zeroes the elements of the bucket outside every parameter's slice."""
+    covered = 0
+    for _, off, n in sorted(layout, key=lambda x: x[1]):
+        if off > covered:
+            arr[covered:off] = 0
+        covered = max(covered, off + n)
+    if covered < arr.size:
+        arr[covered:] = 0
+
+
 def _average(ex, received, counters):
     """Writes the average of every rank's frames over the bucket (ex.buf) and counts
     them in counters (the step's, per layer type); raises on a frame that fails to
@@ -78,13 +89,7 @@ def _average(ex, received, counters):
     # Per parameter, the average of every rank's frame in rank order: bit for bit
     # zeroing the slice, adding the frames rank after rank and dividing by the world
     # size. The gradient is not state: on a failure below the step is skipped.
-    covered = 0  # elements of the bucket outside every parameter's slice are zeroed
-    for _, off, n in sorted(ex.layout, key=lambda x: x[1]):
-        if off > covered:
-            arr[covered:off] = 0
-        covered = max(covered, off + n)
-    if covered < arr.size:
-        arr[covered:] = 0
+    _zero_gaps(arr, ex.layout)
     views = [v for _, _, v in received]
     if ex.layout:
         # Every rank's message (its frames, one per parameter in bucket order) at

@@ -13,9 +13,12 @@ from .bucket import _average, _layout, _non_finite, _working_copy
 from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
 from .stats import _Counters, _per_type, _report
+from .slices import _average_slices, _cut, _estimate, _second_phase
 from .step import _Step
 from .transport import _Exchange
 from .worker import _LIVE_STATES, _exchange_thread
+
+EXCHANGES = ("allgather", "reduce-scatter", "auto")
 
 
 def _mix_seed(seed, rank, tensor_id):
@@ -53,6 +56,15 @@ class AdaCompState:
             sent, and a thread of the state receives and decodes them while DDP
             goes on with backward; False: each bucket is exchanged and decoded
             before the hook returns (same results, bit for bit).
+        exchange: "allgather" (default: every rank receives every rank's frames),
+            "reduce-scatter" (slice d of every parameter's frame to rank d, which
+            averages it and sends its averaged slices to every rank: the same result,
+            fewer bytes received at large world sizes) or "auto" (per bucket, the one
+            the slot's previous exchange says receives fewer bytes; the first by the
+            all-gather). docs/wire-format.md section 10.
+        summed_values: the reduce-scatter's averaged slices, "fp32" (exact) or "fp16"
+            (binary16: about half the bytes once the sums are dense; every rank takes
+            the rounded values, so the replicas stay identical).
         ramp_steps, ramp_start, ramp_stages: the bin-size ramp of
             ``adacomp train --ramp-steps`` (docs/algorithm.md section 6): over the
             first ramp_steps steps L_T climbs from ramp_start to each tensor's
@@ -62,7 +74,7 @@ class AdaCompState:
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
                  bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
                  dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
-                 ramp_stages=4):
+                 ramp_stages=4, exchange="allgather", summed_values="fp32"):
         # The settings.
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
@@ -73,6 +85,13 @@ class AdaCompState:
                 raise ValueError(f"ramp_steps needs codec 'adacomp', not {codec!r}")
             # The trainer's checks of the settings (ValueError naming the field).
             _adacomp.ramp_bin_size(1, 0, self.ramp_steps, self.ramp_start, self.ramp_stages)
+        if exchange not in EXCHANGES:
+            raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
+        if summed_values not in ("fp32", "fp16"):
+            raise ValueError(f"summed_values: 'fp32' or 'fp16', not {summed_values!r}")
+        self.exchange = exchange
+        self.summed_values = summed_values
+        self._by_slices_next = {}  # auto: per bucket slot, the next exchange's choice
         self.process_group = process_group
         self.codec = codec
         self.values = values
@@ -392,6 +411,9 @@ class AdaCompState:
         step = self._open
         step.seen.update(ids)
         ex = _Exchange(self, bucket, self.steps, skipped=step.failed)
+        if ex.world > 1 and self.exchange != "allgather":
+            ex.by_slices = (self.exchange == "reduce-scatter"
+                            or self._by_slices_next.get(ex.index, False))
         frames, error = [], None
         try:
             buf = bucket.buffer()
@@ -414,7 +436,15 @@ class AdaCompState:
                         break
                     ex.stats.append(e.compressor.last_stats)
         ex.error = error
-        ex.payload = None if (error is not None or ex.skipped) else b"".join(frames)
+        if error is not None or ex.skipped:
+            ex.payload = None
+        elif ex.by_slices:
+            try:
+                ex.payload = _cut(frames, ex.world)
+            except Exception as exc:  # noqa: BLE001 - still join the exchange
+                ex.error, ex.payload = exc, None
+        else:
+            ex.payload = b"".join(frames)
         ex.post()
         return ex
 
@@ -451,6 +481,8 @@ class AdaCompState:
         """Waits for the bucket's messages, decodes, settles the step, completes the future."""
         try:
             received = ex.receive()
+            if ex.by_slices:
+                received = _second_phase(self, ex, received)
             result = self._settle(ex, received, None)
         except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
             result = self._settle(ex, None, exc)
@@ -466,23 +498,33 @@ class AdaCompState:
         with self._lock:
             step = self._open
             ex.retire()
+            second = getattr(ex, "phase1", None)
+            if second is not None:
+                second.retire()
             # Skipped: launched in a failed step, or failed by an earlier bucket while
             # this one travelled.
             skipped = ex.skipped or (step is not None and step.failed)
             failed_ranks = None if received is None else [r for r, h, _ in received if h < 0]
             if received is not None and not failed_ranks and not skipped:
-                ex.update_bound([h for _, h, _ in received])
+                (second or ex).update_bound([h for _, h, _ in received])
             if step is None or skipped:
                 return self._end_bucket(ex, _skipped(index, ex.step, self.step_error))
             if comm_error is not None or failed_ranks:
                 return self._fail_step(ex, _exchange_failed(index, ex.step, comm_error,
                                                             ex.error, failed_ranks))
+            fp16 = self.summed_values == "fp16"
             try:
-                _average(ex, received, self._step)
+                if ex.by_slices:
+                    _average_slices(ex, received, self._step, fp16)
+                else:
+                    _average(ex, received, self._step)
             except Exception as e:  # noqa: BLE001 - a frame that fails to decode
                 return self._fail_step(ex, _decode_failed(index, ex.step, e))
+            if self.exchange == "auto" and ex.world > 1:
+                ag, rs = _estimate(ex, received, ex.by_slices, fp16)
+                self._by_slices_next[index] = rs < ag
             self.buckets += 1
-            self.transport_bytes += ex.sent_bytes
+            self.transport_bytes += ex.sent_bytes + (second.sent_bytes if second else 0)
             if ex.is_last:
                 self._commit_step()
             return ex.buf
