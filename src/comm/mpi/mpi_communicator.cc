@@ -31,30 +31,12 @@
 #include "../pieces.h"
 #include "../ring.h"
 #include "heartbeat.h"
+#include "mpi_setup.h"
 
 namespace adacomp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// MPI_Finalize at exit is safe only when every rank leaves together: a rank
-// that finalizes while its peers still run (or abort) can hang the job or
-// mpirun itself (seen with OpenMPI 4.1.4). So we finalize only if we
-// initialized MPI, a communicator was destroyed after a clean leave handshake
-// with every peer, and nothing failed. Otherwise the process exits without
-// MPI_Finalize, and mpirun ends the job (it reports the rank).
-std::atomic<bool> g_we_initialized{false};
-std::atomic<bool> g_clean_leave{false};
-std::atomic<bool> g_job_failed{false};
-
-void FinalizeAtExit() {
-  if (!g_we_initialized.load() || !g_clean_leave.load() || g_job_failed.load()) return;
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Finalize();
-}
 
 // kLeave: the handshake a communicator's destructor runs with every peer.
 enum Kind : int64_t {
@@ -103,18 +85,11 @@ constexpr int kRingTag = 7302;
 constexpr size_t kBroadcastChunkBytes = size_t{1} << 30;
 constexpr size_t kRingPieceValues = size_t{1} << 24;
 
-std::string MpiErrorText(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
-    return "MPI error " + std::to_string(code);
-  return std::string(text, length);
-}
-
 using comm_internal::RankList;
 using comm_internal::Seconds;
 
 using mpi_internal::Heartbeat;
+using mpi_internal::MpiErrorText;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -156,7 +131,7 @@ class MpiCommunicator final : public Communicator {
         const bool drained = !heartbeat_ || heartbeat_->Stop(std::min(timeout_seconds_, 30.0));
         std::lock_guard<std::mutex> lock(mpi_mu_);
         MPI_Comm_free(&comm_);
-        g_clean_leave.store(drained);
+        mpi_internal::SetCleanLeave(drained);
         return;
       }
       if (failure_.ok()) failure_ = s;
@@ -321,7 +296,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void Abort(const Status& why) override {
-    g_job_failed.store(true);
+    mpi_internal::SetJobFailed();
     if (aborting_.exchange(true)) return;
     std::fprintf(stderr, "adacomp: rank %d of %d aborts the MPI job: %s\n", rank_, size_,
                  why.ToString().c_str());
@@ -355,7 +330,7 @@ class MpiCommunicator final : public Communicator {
 
   Status Fail(Status status) {
     failure_ = status;
-    g_job_failed.store(true);
+    mpi_internal::SetJobFailed();
     return status;
   }
 
@@ -733,26 +708,7 @@ Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
         "MPI communicator: heartbeat_seconds must be >= 0 (0 = off), got " +
         std::to_string(options.heartbeat_seconds));
   }
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (finalized) {
-    return Status::Unavailable("MPI communicator: MPI was already finalized in this process");
-  }
-  if (!initialized) {
-    int provided = 0;
-    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-    if (rc != MPI_SUCCESS) {
-      return Status::Unavailable("MPI communicator: MPI_Init_thread failed: " + MpiErrorText(rc));
-    }
-    g_we_initialized.store(true);
-    std::atexit(FinalizeAtExit);
-    if (provided < MPI_THREAD_SERIALIZED) {
-      return Status::Unavailable("MPI communicator: this MPI offers thread level " +
-                                 std::to_string(provided) + ", below MPI_THREAD_SERIALIZED");
-    }
-  }
+  ADACOMP_RETURN_IF_ERROR(mpi_internal::StartMpi());
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) {
@@ -764,24 +720,7 @@ Result<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& op
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   // Every rank's host, for messages that name a peer.
-  std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, 0);
-  {
-    std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, 0);
-    int length = 0;
-    MPI_Get_processor_name(mine.data(), &length);
-    mine[MPI_MAX_PROCESSOR_NAME - 1] = 0;
-    rc = MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
-                       MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
-    if (rc != MPI_SUCCESS) {
-      return Status::Unavailable("MPI communicator: MPI_Allgather of host names failed: " +
-                                 MpiErrorText(rc));
-    }
-  }
-  std::vector<std::string> hosts(size);
-  for (int r = 0; r < size; ++r) {
-    const char* name = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
-    hosts[r] = std::string(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
-  }
+  ADACOMP_ASSIGN_OR_RETURN(std::vector<std::string> hosts, mpi_internal::HostNames(comm, size));
   // Every rank must run the heartbeat alike (a rank without it would look
   // dead to the others, and creating its communicator is collective).
   double limits[2] = {options.heartbeat_seconds, -options.heartbeat_seconds};
