@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -466,6 +467,69 @@ PYBIND11_MODULE(_adacomp, m) {
       },
       py::arg("target"), py::arg("step"), py::arg("ramp_steps"), py::arg("ramp_start") = 8,
       py::arg("ramp_stages") = 4);
+  // The whole schedule (ramp and adaptive part) of adacomp/schedule.h, for the hook.
+  py::class_<adacomp::BinScheduler>(m, "_BinScheduler")
+      .def(py::init([](std::vector<uint32_t> targets, int64_t ramp_steps, uint32_t ramp_start,
+                       int ramp_stages, double adapt_threshold, int64_t adapt_window,
+                       int64_t adapt_hold, uint32_t adapt_bin_size) {
+             adacomp::BinSchedule s;
+             s.ramp_steps = ramp_steps;
+             s.ramp_start = ramp_start;
+             s.ramp_stages = ramp_stages;
+             s.adapt_threshold = adapt_threshold;
+             s.adapt_window = adapt_window;
+             s.adapt_hold = adapt_hold;
+             s.adapt_bin_size = adapt_bin_size;
+             const adacomp::Status status = s.Validate();
+             if (!status.ok()) throw py::value_error(status.message());
+             return adacomp::BinScheduler(s, std::move(targets));
+           }),
+           py::arg("targets"), py::arg("ramp_steps"), py::arg("ramp_start"),
+           py::arg("ramp_stages"), py::arg("adapt_threshold"), py::arg("adapt_window"),
+           py::arg("adapt_hold"), py::arg("adapt_bin_size"))
+      .def("bin_size",
+           [](const adacomp::BinScheduler& s, size_t k, int64_t step) {
+             if (k >= s.tensors()) throw py::index_error("tensor index out of range");
+             return s.BinSize(k, step);
+           })
+      .def("lightened",
+           [](const adacomp::BinScheduler& s, size_t k, int64_t step) {
+             if (k >= s.tensors()) throw py::index_error("tensor index out of range");
+             return s.Lightened(k, step);
+           })
+      .def("observe",
+           [](adacomp::BinScheduler& s, int64_t step, const std::vector<double>& norms) {
+             if (norms.size() != s.tensors()) {
+               throw py::value_error(std::to_string(norms.size()) + " norms for " +
+                                     std::to_string(s.tensors()) + " tensors");
+             }
+             s.Observe(step, norms);
+           })
+      .def("lr_dropped", &adacomp::BinScheduler::LrDropped)
+      .def("save",
+           [](const adacomp::BinScheduler& s) {
+             const std::vector<uint8_t> b = s.Save();
+             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+           })
+      .def("load", [](adacomp::BinScheduler& s, const py::bytes& b) {
+        const std::string bytes = b;
+        const adacomp::Status st = s.Load(std::span<const uint8_t>(
+            reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+        if (!st.ok()) throw py::value_error(st.message());
+      });
+  // The L2 norm of a float32 array: a plain loop in double, the same bits on every
+  // rank (the adaptive schedule's input).
+  m.def(
+      "_l2_norm",
+      [](const py::buffer& values) {
+        py::buffer_info info = adacomp::RequestFloat32(values, false, "values");
+        const size_t n = adacomp::ContiguousElements(info, "values");
+        const float* v = static_cast<const float*>(info.ptr);
+        double sum = 0;
+        for (size_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
+        return std::sqrt(sum);
+      },
+      py::arg("values"));
   m.def("decompress_add", &adacomp::DecompressAdd, py::arg("frame"), py::arg("out"),
         py::arg("expected_tensor_id") = py::none(), py::arg("max_frame_bytes") = py::none(),
         py::arg("max_elements") = py::none());

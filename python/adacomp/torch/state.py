@@ -56,6 +56,13 @@ class AdaCompState:
             sent, and a thread of the state receives and decodes them while DDP
             goes on with backward; False: each bucket is exchanged and decoded
             before the hook returns (same results, bit for bit).
+        adapt_threshold, adapt_window, adapt_hold, adapt_bin_size: the adaptive bin
+            size of ``adacomp train --adapt-threshold`` (adacomp/schedule.h): every
+            adapt_window steps, a parameter whose averaged-gradient L2 norm (mean over
+            the window) changed by at least adapt_threshold against the window before
+            is sent at adapt_bin_size (0: ramp_start) for the next adapt_hold steps;
+            and every parameter after ``lr_dropped()``. 0 (default): off. Needs
+            codec "adacomp" and model=.
         exchange: "allgather" (default: every rank receives every rank's frames),
             "reduce-scatter" (slice d of every parameter's frame to rank d, which
             averages it and sends its averaged slices to every rank: the same result,
@@ -74,7 +81,8 @@ class AdaCompState:
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
                  bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
                  dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
-                 ramp_stages=4, exchange="allgather", summed_values="fp32"):
+                 ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
+                 adapt_window=16, adapt_hold=32, adapt_bin_size=0):
         # The settings.
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
@@ -85,6 +93,17 @@ class AdaCompState:
                 raise ValueError(f"ramp_steps needs codec 'adacomp', not {codec!r}")
             # The trainer's checks of the settings (ValueError naming the field).
             _adacomp.ramp_bin_size(1, 0, self.ramp_steps, self.ramp_start, self.ramp_stages)
+        self.adapt = dict(adapt_threshold=float(adapt_threshold),
+                          adapt_window=int(adapt_window), adapt_hold=int(adapt_hold),
+                          adapt_bin_size=int(adapt_bin_size))
+        if self.adapt["adapt_threshold"] > 0:
+            if codec != "adacomp":
+                raise ValueError(f"adapt_threshold needs codec 'adacomp', not {codec!r}")
+            if model is None:
+                raise ValueError("adapt_threshold needs model= (every parameter known at the "
+                                 "start)")
+        self._scheduler = None  # the adaptive schedule (with the ramp), set below
+        self._step_norms = {}   # tensor id -> its averaged gradient's norm, this step
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
@@ -156,6 +175,13 @@ class AdaCompState:
                     self._add_entry(p, name, types[name])
         elif layer_types:
             raise ValueError("layer_types needs model=")
+        if self.adapt["adapt_threshold"] > 0:
+            entries = sorted(self._by_name.values(), key=lambda e: e.tensor_id)
+            targets = [self.bin_sizes[e.layer_type]
+                       if e.compressor is not None and e.compressor.codec == "adacomp" else 0
+                       for e in entries]
+            self._scheduler = _adacomp._BinScheduler(
+                targets, self.ramp_steps, self.ramp_start, self.ramp_stages, **self.adapt)
 
     # ----- parameters and their compressors -------------------------------------------------
 
@@ -226,6 +252,7 @@ class AdaCompState:
                 "buckets": self.buckets,
                 "transport_bytes": self.transport_bytes,
                 "totals": {t: c.as_dict() for t, c in self._totals.items()},
+                "schedule": (self._scheduler.save() if self._scheduler is not None else None),
             }
 
     def load_state_dict(self, state):
@@ -247,6 +274,18 @@ class AdaCompState:
                 if d.get("codec") != e.compressor.codec:
                     raise ValueError(f"state_dict entry {name!r} is for codec {d.get('codec')!r}, "
                                      f"this state uses {e.compressor.codec!r}")
+            sched = state.get("schedule")
+            if (sched is None) != (self._scheduler is None):
+                raise ValueError("state_dict " + ("has no" if sched is None else "has an")
+                                 + " adaptive schedule, this state " +
+                                 ("has one" if sched is None else "has none"))
+            if sched is not None:
+                scratch = _adacomp._BinScheduler(
+                    [0] * len(self._by_name), 0, 8, 4, **self.adapt)
+                try:
+                    scratch.load(sched)
+                except ValueError as exc:
+                    raise ValueError(f"state_dict's adaptive schedule: {exc}") from None
             # Validate the state bytes on scratch compressors so a failure changes nothing.
             for name, d in params.items():
                 e = self._by_name.get(name)
@@ -262,6 +301,8 @@ class AdaCompState:
                     self._pending[name] = d
                 else:
                     e.compressor.load_state_dict(d)
+            if sched is not None:
+                self._scheduler.load(sched)
             self._open = None  # a step in progress is superseded by the loaded state
             self.steps = int(state.get("steps", 0))
             self.buckets = int(state.get("buckets", 0))
@@ -343,6 +384,15 @@ class AdaCompState:
             self._drop_step()
             return True
 
+    def lr_dropped(self):
+        """Tells the adaptive schedule that the learning rate of the next step is lower:
+        every parameter is sent at the light bin size for adapt_hold steps (as
+        ``adacomp train`` does after each drop). Needs adapt_threshold > 0."""
+        if self._scheduler is None:
+            raise ValueError("lr_dropped() needs the adaptive schedule (adapt_threshold > 0)")
+        with self._lock:
+            self._scheduler.lr_dropped(self.steps)
+
     def close(self, timeout=5.0):
         """Waits (up to ``timeout`` seconds each) for the exchanges in flight and for the
         state's exchange thread to end; a later bucket starts a new thread. The
@@ -368,6 +418,7 @@ class AdaCompState:
 
     def _begin_step(self):
         self.step_error = None
+        self._step_norms = {}
         self._open = _Step(self.buckets, self.transport_bytes)
 
     def _snapshot(self, layout):
@@ -391,6 +442,9 @@ class AdaCompState:
     def _commit_step(self):
         self._open.discard()
         self._open = None
+        if self._scheduler is not None:  # the adaptive part sees the applied step's norms
+            self._scheduler.observe(self.steps, [self._step_norms.get(k, 0.0)
+                                                 for k in range(len(self._by_name))])
         self.steps += 1
         for t in LAYER_TYPES:
             self._totals[t].merge(self._step[t])
@@ -449,11 +503,16 @@ class AdaCompState:
         return ex
 
     def _schedule(self, e):
-        """The ramp's bin size for this step (self.steps: steps applied so far)."""
-        if not self.ramp_steps or e.compressor.codec != "adacomp":
+        """The schedule's bin size for this step (self.steps: steps applied so far)."""
+        if e.compressor.codec != "adacomp":
             return
-        size = _adacomp.ramp_bin_size(self.bin_sizes[e.layer_type], self.steps,
-                                      self.ramp_steps, self.ramp_start, self.ramp_stages)
+        if self._scheduler is not None:
+            size = self._scheduler.bin_size(e.tensor_id, self.steps)
+        elif self.ramp_steps:
+            size = _adacomp.ramp_bin_size(self.bin_sizes[e.layer_type], self.steps,
+                                          self.ramp_steps, self.ramp_start, self.ramp_stages)
+        else:
+            return
         if size != e.compressor.bin_size:
             e.compressor.set_bin_size(size)
 
@@ -520,6 +579,10 @@ class AdaCompState:
                     _average(ex, received, self._step)
             except Exception as e:  # noqa: BLE001 - a frame that fails to decode
                 return self._fail_step(ex, _decode_failed(index, ex.step, e))
+            if self._scheduler is not None:
+                arr = ex.work.numpy()
+                for e, off, n in ex.layout:
+                    self._step_norms[e.tensor_id] = _adacomp._l2_norm(arr[off:off + n])
             if self.exchange == "auto" and ex.world > 1:
                 ag, rs = _estimate(ex, received, ex.by_slices, fp16)
                 self._by_slices_next[index] = rs < ag
