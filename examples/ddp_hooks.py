@@ -1,0 +1,156 @@
+"""The communication hooks of the DDP example scripts (CommHook: none, torch's fp16
+and PowerSGD hooks, the AdaComp hook; their byte counters and checkpoint state) and
+the DDP wrapper that sets the buckets each needs (ddp_wrap). Used through
+ddp_common; not a public API of the adacomp package.
+"""
+
+import math
+import time
+
+import torch.distributed as dist
+from torch import nn
+
+
+class CommHook:
+    """The communication hook of a run, its byte counter and its checkpoint state."""
+
+    def __init__(self, ddp, model, args, world):
+        self.kind = args.hook
+        self.state = None      # AdaCompState
+        self.psgd = None       # PowerSGDState
+        self.hook_time = 0.0   # adacomp: seconds inside the hook on the autograd thread
+        nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        ring = 2 * (world - 1) / world
+        if self.kind == "adacomp":
+            import adacomp.torch as adt
+            kwargs = {"codec": args.codec, "overlap": not args.no_overlap, "seed": args.seed,
+                      "values": args.values, "dense_types": args.dense_types,
+                      "exchange": args.exchange, "summed_values": args.summed_values,
+                      "ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
+                      "ramp_stages": args.ramp_stages,
+                      "adapt_threshold": args.adapt_threshold}
+            if args.bin_size:
+                kwargs["bin_size"] = args.bin_size
+            if args.bin_sizes:
+                kwargs["bin_sizes"] = args.bin_sizes
+            self.state = adt.register(ddp, **kwargs)
+            self._time_the_hook()
+            self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
+                          f"{'no overlap' if args.no_overlap else 'overlap'}"
+                          + (f", bin_size {args.bin_size}" if args.bin_size else "")
+                          + (f", bin_sizes {args.bin_sizes}" if args.bin_sizes else "")
+                          + (f", dense {','.join(args.dense_types)}" if args.dense_types else "")
+                          + (f", exchange {args.exchange}" if args.exchange != "allgather"
+                             else "")
+                          + (f", {args.summed_values} sums" if args.summed_values != "fp32"
+                             else "")
+                          + (f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
+                             if args.ramp_steps else "")
+                          + (f", adaptive {args.adapt_threshold:g}" if args.adapt_threshold
+                             else "")
+                          + ")")
+            self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
+                              "every peer; the hook's transport_bytes)")
+        elif self.kind == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+            self.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
+            self.fixed = 2 * nparams
+            self.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters (a ring sends "
+                              f"{ring:g} x that per rank)")
+        elif self.kind == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            self.psgd = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
+            ddp.register_comm_hook(self.psgd, powerSGD_hook.powerSGD_hook)
+            self.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
+                          f"{args.powersgd_start_iter}, min_compression_rate "
+                          f"{self.psgd.min_compression_rate:g})")
+            self.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
+                              "(uncompressed tensors + P + Q; its own counter; a ring sends "
+                              f"{ring:g} x that per rank)")
+        else:
+            self.title = "no hook (DDP's dense all-reduce)"
+            self.fixed = 4 * nparams
+            self.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters (a ring sends "
+                              f"{ring:g} x that per rank)")
+        self.untimed = args.warmup_steps + (args.powersgd_start_iter
+                                            if self.kind == "powersgd" else 0)
+
+    def _time_the_hook(self):
+        """Sums the wall time the AdaComp hook spends on the calling thread (compress and
+        post; without overlap, the whole exchange too)."""
+        exchange = getattr(self.state, "exchange_bucket", None)
+        if exchange is None:
+            return
+
+        def timed_exchange(bucket):
+            t = time.perf_counter()
+            try:
+                return exchange(bucket)
+            finally:
+                self.hook_time += time.perf_counter() - t
+        self.state.exchange_bucket = timed_exchange
+
+    def counter(self):
+        """Cumulative bytes this rank handed to its collectives (differences only)."""
+        if self.state is not None:
+            return self.state.transport_bytes
+        if self.psgd is not None:
+            return 4 * self.psgd.total_numel_after_compression
+        return 0
+
+    def step_bytes(self, before, after):
+        if self.state is not None or self.psgd is not None:
+            return after - before
+        return self.fixed
+
+    def step_failure(self):
+        """The hook's StepAborted of the last step if a rank reported bad data (the step was
+        rolled back everywhere and can be skipped), else None."""
+        err = self.state.step_error if self.state is not None else None
+        if err is not None and err.failed_ranks:
+            return err
+        return None
+
+    def rates(self):
+        """The AdaComp hook's compression rate end to end and per layer type (rank 0)."""
+        if self.state is None:
+            return None
+        st = self.state.stats()
+        out = {"end_to_end": st["end_to_end"]["compression_rate"],
+               "end_to_end_all_ranks": st["end_to_end"]["gathered_compression_rate"],
+               "selected_per_bin": st["end_to_end"]["selected_per_bin"],
+               "per_type": {}}
+        for t, v in st["per_type"].items():
+            if v["elements"]:
+                out["per_type"][t] = {"compression_rate": v["compression_rate"],
+                                      "bytes_sent": v["bytes_sent"],
+                                      "bytes_dense": v["bytes_dense"]}
+        out["buckets_per_step"] = st["buckets"] / st["steps"] if st["steps"] else float("nan")
+        return out
+
+    def state_dict(self):
+        return {"adacomp": self.state.state_dict()} if self.state is not None else {}
+
+    def load_state_dict(self, d):
+        if self.state is not None:
+            self.state.load_state_dict(d["adacomp"])
+
+
+def ddp_wrap(model, args):
+    """DDP over the model; with powersgd, in one bucket (see the scripts' docstrings)."""
+    size_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    kwargs = {}
+    cap = args.bucket_cap_mb
+    if args.hook == "powersgd" and (not cap or cap <= size_mb):
+        # torch 1.13's PowerSGD hook on Gloo aborts (gloo::EnforceNotMet) once a model
+        # spans several buckets: keep the whole model in one, the first bucket included.
+        cap = math.ceil(size_mb) + 1
+    if cap:
+        kwargs["bucket_cap_mb"] = cap
+        # DDP's first bucket has its own limit, read from here when DDP is made.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap * 2**20) if args.hook == "powersgd" else min(
+            dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap * 2**20))
+    return nn.parallel.DistributedDataParallel(model, **kwargs), kwargs.get("bucket_cap_mb")
