@@ -2,6 +2,7 @@
 #include "exchange/exchange_choice.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/ring.h"
 #include "adacomp/slices.h"
@@ -20,8 +21,12 @@ uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p) {
 }
 
 ExchangeChooser::ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p,
-                                 ValueMode summed)
-    : p_(p), summed_(summed), estimates_(tensors.size()), seen_(tensors.size(), false) {
+                                 ValueMode summed, bool exact)
+    : p_(p),
+      summed_(summed),
+      exact_(exact),
+      estimates_(tensors.size()),
+      seen_(tensors.size(), false) {
   for (size_t k = 0; k < tensors.size(); ++k) {
     piece_headers_.push_back(PieceHeaderBytes(static_cast<uint32_t>(k), tensors[k].elements, p));
   }
@@ -38,12 +43,27 @@ void ExchangeChooser::Observe(size_t k, bool reduce_scatter, uint64_t wire_bytes
   const double w = static_cast<double>(wire_bytes);
   const double frames = reduce_scatter ? std::max(0.0, w - extra) : w;
   const double pieces = reduce_scatter ? w : w + extra;
-  const double slices =
-      static_cast<double>(SummedSlicesBytes(static_cast<uint32_t>(k), averaged, p_, summed_));
-  estimates_[k].allgather = frames * (p - 1) / p;
-  estimates_[k].reduce_scatter =
-      pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 8 * (p - 1);
+  const double allgather = frames * (p - 1) / p;
+  auto by_slices = [&](double slices) {
+    return pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 8 * (p - 1);
+  };
+  estimates_[k].allgather = allgather;
   seen_[k] = true;
+  if (!exact_) {
+    uint64_t nonzero = 0;
+    for (float v : averaged) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      nonzero += bits != 0;
+    }
+    const double floor = (summed_ == ValueMode::kFp16 ? 2.0 : 4.0) * static_cast<double>(nonzero);
+    if (by_slices(floor) >= allgather) {
+      estimates_[k].reduce_scatter = by_slices(floor);
+      return;
+    }
+  }
+  estimates_[k].reduce_scatter = by_slices(
+      static_cast<double>(SummedSlicesBytes(static_cast<uint32_t>(k), averaged, p_, summed_)));
 }
 
 }  // namespace adacomp::exchange_internal

@@ -39,8 +39,13 @@ struct ReceiveEstimate {
 
 class ExchangeChooser {
  public:
+  // exact: always size S exactly (tests). Otherwise S is first bounded
+  // below by its values alone (4 bytes, float16: 2, per non-zero average),
+  // and sized exactly only when that floor leaves the reduce-scatter
+  // cheaper: the same choices, at a scan of the tensor instead of an
+  // encoding of every slice in most steps.
   ExchangeChooser(const std::vector<ExchangeTensor>& tensors, int p,
-                  ValueMode summed = ValueMode::kFp32);
+                  ValueMode summed = ValueMode::kFp32, bool exact = false);
 
   // Whether tensor k goes by the reduce-scatter in the next step.
   bool ReduceScatter(size_t k) const;
@@ -48,12 +53,15 @@ class ExchangeChooser {
   // learners (ExchangeResult::wire_bytes: frames or pieces) and its
   // averaged values (the same on every learner).
   void Observe(size_t k, bool reduce_scatter, uint64_t wire_bytes, std::span<const float> averaged);
-  // The last step's estimate for tensor k (zeros before the first).
+  // The last step's estimate for tensor k (zeros before the first; without
+  // `exact`, reduce_scatter may be the floor when that already exceeds the
+  // all-gather).
   ReceiveEstimate Estimate(size_t k) const { return estimates_[k]; }
 
  private:
   int p_;
   ValueMode summed_;
+  bool exact_;
   std::vector<uint64_t> piece_headers_;
   std::vector<ReceiveEstimate> estimates_;
   std::vector<bool> seen_;

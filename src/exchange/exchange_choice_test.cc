@@ -91,7 +91,7 @@ GroupRun RunGroup(int p, ExchangeKind kind) {
     auto x = GradientExchange::Create(comm, tensors, {kind});
     ASSERT_TRUE(x.ok()) << x.status().ToString();
     // An independent chooser fed with the same figures (learner 0 only).
-    exchange_internal::ExchangeChooser chooser(tensors, p);
+    exchange_internal::ExchangeChooser chooser(tensors, p, ValueMode::kFp32, /*exact=*/true);
     for (int step = 0; step < kSteps; ++step) {
       std::vector<std::vector<float>> g;
       for (size_t k = 0; k < tensors.size(); ++k) {
