@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Scores docs/scaling.md's cost model out of sample: fitted on the runs with
-P <= 4 only, it predicts the P = 8 runs it never saw.
+P <= 4 only, it predicts the P = 8 runs and the P = 16 runs it never saw, and
+lists the P = 16 runs (scripts/scaling.py --part p16: the rings and AdaComp's
+three exchanges) with auto against the faster of the two exchanges.
 
 The model and its fit are scripts/scaling_report.py's (per link: rounds x
 alpha + received bytes x beta + fp16 conversions x kappa + gamma, least
@@ -31,6 +33,46 @@ FIT_MAX_P = 4
 TEST_P = 8
 
 
+def rounds(codec, p):
+    """sr.rounds, and the reduce-scatter's: an all-to-all and an all-gather (P - 1
+    messages each, posted at once) besides the agreement and headers."""
+    if codec.endswith("-rs"):
+        return 2 * (p - 1) + 3
+    return sr.rounds(codec, p)
+
+
+def predict_comm(model, link, codec, p, nbytes, n):
+    a_ring, a_gather, beta, kappa, gamma = model[link]
+    a = a_ring if codec in sr.RING else a_gather
+    return (a * rounds(codec, p) + beta * nbytes + kappa * sr.half_elements(codec, p, n)
+            + gamma)
+
+
+def auto_section(p16):
+    """The P = 16 runs of AdaComp: auto against the faster of its two exchanges."""
+    out = ["", "### P = 16: auto against the faster exchange", "",
+           "| link | all-gather (s) | reduce-scatter (s) | auto (s) | auto / faster | "
+           "received per step (all-gather / reduce-scatter / auto) |",
+           "|---|---|---|---|---|---|"]
+    for link in sr.LINKS:
+        got = {c: p16.get(("mnist-cnn", c, 16, link))
+               for c in ("adacomp", "adacomp-rs", "adacomp-auto")}
+        if any(v is None for v in got.values()):
+            continue
+        st = {c: r["split"]["step"] for c, r in got.items()}
+        rx = {c: sr.recv_bytes(r) for c, r in got.items()}
+        faster = min(st["adacomp"], st["adacomp-rs"])
+        out.append(f"| {sr.LINK_NAME[link]} | {st['adacomp']:.3f} | {st['adacomp-rs']:.3f} | "
+                   f"{st['adacomp-auto']:.3f} | {st['adacomp-auto'] / faster:.2f}x | "
+                   f"{rx['adacomp'] / 1e3:.1f} / {rx['adacomp-rs'] / 1e3:.1f} / "
+                   f"{rx['adacomp-auto'] / 1e3:.1f} kB |")
+    out += ["", "16 ranks share this machine's 2 cores, so compute per step (0.05-0.06 s "
+            "here) and its run-to-run noise are far above what 16 real hosts would "
+            "show; a step's median moves by 10-20 % between reruns of the same "
+            "setting. The issue's target: auto within 5 % of the faster exchange."]
+    return out
+
+
 def coding(split):
     return (split["compute"] + split["compress"] + split["decompress"]
             + split["update"])
@@ -44,16 +86,21 @@ def main():
     test = {k: r for k, r in steps.items() if k[2] == TEST_P}
     model = sr.fit_model(fit)
     in_model = sr.fit_model(steps)
-    rows = []
-    for (m, c, p, link), r in sorted(test.items()):
-        if link not in model:
-            continue
-        s = r["split"]
-        n = r["summary"]["parameters"]
-        ex = sr.exchange_time(r)
-        pred_ex = sr.predict_comm(model, link, c, p, sr.recv_bytes(r), n)
-        pred_step = coding(s) + pred_ex
-        rows.append((m, c, link, s["step"], pred_step, ex, pred_ex))
+    p16 = sr.load("p16")
+
+    def score(runs):
+        out = []
+        for (m, c, p, link), r in sorted(runs.items()):
+            if link not in model:
+                continue
+            s = r["split"]
+            n = r["summary"]["parameters"]
+            ex = sr.exchange_time(r)
+            pred_ex = predict_comm(model, link, c, p, sr.recv_bytes(r), n)
+            out.append((m, c, link, s["step"], coding(s) + pred_ex, ex, pred_ex))
+        return out
+    rows = score(test)
+    rows16 = score(p16)
     first = next(iter(steps.values()))
     mach = first.get("machine", "the project VM")
     if isinstance(mach, dict):
@@ -94,35 +141,44 @@ def main():
             lines.append(f"| {sr.LINK_NAME[link]} | {coef(model[link])} | "
                          + (coef(full).replace(" | ", " / ") if full else "-")
                          + " |")
-    lines += ["", "| model | codec | link | step (s) | predicted | error | "
-              "exchange (s) | predicted | error |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    step_ok = ex_ok = 0
-    step_err, ex_err = [], []
-    for m, c, link, st, ps, ex, pe in rows:
-        e1 = ps / st - 1
-        e2 = pe / ex - 1 if ex > 0 else float("inf")
-        step_ok += abs(e1) <= 0.2
-        ex_ok += abs(e2) <= 0.3
-        step_err.append(abs(e1))
-        ex_err.append(abs(e2))
-        lines.append(f"| {m} | {sr.CODEC_NAME.get(c, c)} | "
-                     f"{sr.LINK_NAME[link]} | {st:.3f} | {ps:.3f} | "
-                     f"{100 * e1:+.0f} % | {ex:.3f} | {pe:.3f} | "
-                     f"{100 * e2:+.0f} % |")
-    n = len(rows)
-    lines += [
-        "",
-        f"Step within 20 %: {step_ok} of {n} runs (median error "
-        f"{100 * statistics.median(step_err):.0f} %); exchange within 30 %: "
-        f"{ex_ok} of {n} (median error {100 * statistics.median(ex_err):.0f} "
-        "%).",
-        "",
-    ]
+    def table(rows, title):
+        out = ["", title, "", "| model | codec | link | step (s) | predicted | error | "
+               "exchange (s) | predicted | error |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        step_ok = ex_ok = 0
+        step_err, ex_err = [], []
+        for m, c, link, st, ps, ex, pe in rows:
+            e1 = ps / st - 1
+            e2 = pe / ex - 1 if ex > 0 else float("inf")
+            step_ok += abs(e1) <= 0.2
+            ex_ok += abs(e2) <= 0.3
+            step_err.append(abs(e1))
+            ex_err.append(abs(e2))
+            out.append(f"| {m} | {sr.CODEC_NAME.get(c, c)} | "
+                       f"{sr.LINK_NAME[link]} | {st:.3f} | {ps:.3f} | "
+                       f"{100 * e1:+.0f} % | {ex:.3f} | {pe:.3f} | "
+                       f"{100 * e2:+.0f} % |")
+        n = len(rows)
+        verdict = (f"Step within 20 %: {step_ok} of {n} runs (median error "
+                   f"{100 * statistics.median(step_err):.0f} %); exchange within 30 %: "
+                   f"{ex_ok} of {n} (median error "
+                   f"{100 * statistics.median(ex_err):.0f} %).")
+        return out + ["", verdict], verdict
+
+    t8, v8 = table(rows, f"### P = {TEST_P} ({len(rows)} runs)")
+    lines += t8
+    verdicts = [f"P = {TEST_P}: {v8}"]
+    if rows16:
+        t16, v16 = table(rows16, f"### P = 16 ({len(rows16)} runs, mnist-cnn)")
+        lines += t16
+        verdicts.append(f"P = 16: {v16}")
+        lines += auto_section(p16)
+    lines += ["", "## In short", ""] + [f"- {v}" for v in verdicts] + [""]
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
     print("wrote", DOC)
-    print(lines[-2])
+    for v in verdicts:
+        print(v)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           at the first evaluation (every 16 steps) that reaches it
           (--stop-at-accuracy), its clock the training steps' own time.
 
+  p16     mnist-cnn on 16 hosts at 100 Mbit/s, 1 Gbit/s and unshaped: the
+          rings, and AdaComp by the all-gather, the reduce-scatter and auto
+          (docs/cost-model-oos.md scores the cost model on them).
+
   probe   why AdaComp needs more steps to the target: the same target
           in-process (4 learners, no links), dense and AdaComp with the
           default and with remedies (2x lr, half the bin sizes, fp32 values,
@@ -65,7 +69,12 @@ CODECS = {
     "adacomp": ["--codec", "adacomp"],
     "topk": ["--codec", "topk"],
     "onebit": ["--codec", "onebit"],
+    # The exchanges of AdaComp beyond the all-gather (part p16).
+    "adacomp-rs": ["--codec", "adacomp", "--exchange", "reduce-scatter"],
+    "adacomp-auto": ["--codec", "adacomp", "--exchange", "auto"],
 }
+P16_LINKS = ["100mbit", "1gbit", "unshaped"]
+P16_CODECS = ["dense", "fp16", "adacomp", "adacomp-rs", "adacomp-auto"]
 MODELS = ["mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"]
 STEPS = 25          # a steps run; the bytes run does 2 x STEPS
 SKIP = 5            # steps left out of the medians (start-up, warm caches)
@@ -115,6 +124,10 @@ def configs():
         for codec in CODECS:
           out.append({"part": "steps", "model": model, "codec": codec, "P": p, "link": link,
                       "steps": STEPS})
+  for link in P16_LINKS:
+    for codec in P16_CODECS:
+      out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
+                  "steps": STEPS})
   for c in out:
     c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
   for name, extra in PROBES:
@@ -312,7 +325,8 @@ def find_target(adacomp, log):
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--part", default="all", choices=["steps", "bytes", "target", "probe", "all"])
+  ap.add_argument("--part", default="all",
+                  choices=["steps", "bytes", "target", "probe", "p16", "all"])
   ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
   ap.add_argument("--skip-existing", action="store_true")
   ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
