@@ -28,31 +28,15 @@
 
 #include "../messages.h"
 #include "../pieces.h"
+#include "../collective_kinds.h"
 #include "../ring.h"
 #include "adacomp/communicator.h"
 
 namespace adacomp {
 namespace {
 
-enum class Op { kAllGatherV, kAllReduceSum, kAllReduceSumHalf, kBroadcast, kBarrier, kAllToAllV };
-
-const char* OpName(Op op) {
-  switch (op) {
-    case Op::kAllGatherV:
-      return "AllGatherV";
-    case Op::kAllReduceSum:
-      return "AllReduceSum";
-    case Op::kAllReduceSumHalf:
-      return "AllReduceSumHalf";
-    case Op::kBroadcast:
-      return "Broadcast";
-    case Op::kBarrier:
-      return "Barrier";
-    case Op::kAllToAllV:
-      return "AllToAllV";
-  }
-  return "?";
-}
+using Op = comm_internal::CollectiveKind;
+using comm_internal::CollectiveName;
 
 // One rank's contribution to the current generation. `data` points into the
 // caller's memory and stays valid while that rank waits for the generation.
@@ -100,7 +84,7 @@ class Group {
     if (!failure_.ok()) return failure_;
     for (int r = 0; r < ranks_; ++r) {
       if (left_[r]) {
-        Fail(Status::Unavailable("in-process " + std::string(OpName(slot.op)) + " #" +
+        Fail(Status::Unavailable("in-process " + std::string(CollectiveName(slot.op)) + " #" +
                                  std::to_string(generation_) + " on rank " + std::to_string(rank) +
                                  ": rank " + std::to_string(r) +
                                  " left the group (its Communicator was destroyed)"));
@@ -130,7 +114,7 @@ class Group {
         for (int r = 0; r < ranks_; ++r) {
           if (!present_[r]) missing.push_back(r);
         }
-        Fail(Status::Unavailable("in-process " + std::string(OpName(slot.op)) + " #" +
+        Fail(Status::Unavailable("in-process " + std::string(CollectiveName(slot.op)) + " #" +
                                  std::to_string(my_generation) + " timed out after " +
                                  Seconds(timeout_seconds_) + " s on rank " + std::to_string(rank) +
                                  ": " + RankList(missing) + " did not arrive"));
@@ -181,7 +165,7 @@ class Group {
         std::string msg = where + ": ranks called different collectives:";
         for (int q = 0; q < ranks_; ++q) {
           msg += std::string(q == 0 ? " " : ", ") + "rank " + std::to_string(q) + " " +
-                 OpName(slots_[q].op);
+                 CollectiveName(slots_[q].op);
         }
         out->status = Status::InvalidArgument(msg);
         return out;
@@ -189,6 +173,7 @@ class Group {
     }
     switch (op) {
       case Op::kBarrier:
+      case Op::kLeave:  // the MPI communicator's only; a group has no leave handshake
         break;
       case Op::kAllGatherV: {
         size_t total = 0;
@@ -233,7 +218,7 @@ class Group {
       case Op::kAllReduceSum:
       case Op::kAllReduceSumHalf: {
         const size_t n = slots_[0].count;
-        if (Status s = CheckSameCount(where + " (" + OpName(op) + ")", "floats"); !s.ok()) {
+        if (Status s = CheckSameCount(where + " (" + CollectiveName(op) + ")", "floats"); !s.ok()) {
           out->status = std::move(s);
           return out;
         }

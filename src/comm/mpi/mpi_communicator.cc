@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "../collective_kinds.h"
 #include "../messages.h"
 #include "../pieces.h"
 #include "../ring.h"
@@ -38,35 +39,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// kLeave: the handshake a communicator's destructor runs with every peer.
-enum Kind : int64_t {
-  kAllGatherV = 1,
-  kAllReduceSum = 2,
-  kBroadcast = 3,
-  kBarrier = 4,
-  kLeave = 5,
-  kAllReduceSumHalf = 6,
-  kAllToAllV = 7
-};
+// The collectives' kinds as they travel in the headers (collective_kinds.h;
+// kLeave: the handshake a communicator's destructor runs with every peer).
+using comm_internal::CollectiveKind;
+constexpr int64_t kAllGatherV = static_cast<int64_t>(CollectiveKind::kAllGatherV);
+constexpr int64_t kAllReduceSum = static_cast<int64_t>(CollectiveKind::kAllReduceSum);
+constexpr int64_t kBroadcast = static_cast<int64_t>(CollectiveKind::kBroadcast);
+constexpr int64_t kBarrier = static_cast<int64_t>(CollectiveKind::kBarrier);
+constexpr int64_t kLeave = static_cast<int64_t>(CollectiveKind::kLeave);
+constexpr int64_t kAllReduceSumHalf = static_cast<int64_t>(CollectiveKind::kAllReduceSumHalf);
+constexpr int64_t kAllToAllV = static_cast<int64_t>(CollectiveKind::kAllToAllV);
 
 const char* KindName(int64_t kind) {
-  switch (kind) {
-    case kAllGatherV:
-      return "AllGatherV";
-    case kAllReduceSum:
-      return "AllReduceSum";
-    case kBroadcast:
-      return "Broadcast";
-    case kBarrier:
-      return "Barrier";
-    case kLeave:
-      return "Leave";
-    case kAllReduceSumHalf:
-      return "AllReduceSumHalf";
-    case kAllToAllV:
-      return "AllToAllV";
-  }
-  return "unknown collective";
+  if (kind < kAllGatherV || kind > kAllToAllV) return "unknown collective";
+  return comm_internal::CollectiveName(static_cast<CollectiveKind>(kind));
 }
 
 // Exchanged by every rank with every peer at the start of each collective.
