@@ -390,6 +390,7 @@ class Run:
                 + f"  ({ev['eval_s']:.1f} s)")
 
         times = {"step": [], "forward": [], "backward": [], "optimizer": [], "hook": []}
+        cpu = {"backward": [], "hook": []}  # CPU seconds per timed step (thread_time)
         nbytes = []
         skipped = 0
         window = torch.zeros(2, dtype=torch.float64)  # loss sum, steps since the last log
@@ -409,10 +410,12 @@ class Run:
                     link0 = link_bytes(iface)
                 x, y = task.batch(step, self.rank, self.world, args)
                 c0, h0 = hook.counter(), hook.hook_time
+                k0 = hook.cpu_seconds()
                 t0 = time.perf_counter()
                 loss = task.loss(ddp(x), y)
                 t1 = time.perf_counter()
                 opt.zero_grad(set_to_none=True)
+                b0 = time.thread_time()
                 try:
                     loss.backward()
                 except RuntimeError as e:
@@ -430,6 +433,7 @@ class Run:
                     sched.step()
                     continue
                 t2 = time.perf_counter()
+                b1 = time.thread_time()
                 task.clip(model, args)
                 lr = opt.param_groups[0]["lr"]
                 opt.step()
@@ -441,6 +445,8 @@ class Run:
                                  ("optimizer", t3 - t2), ("hook", hook.hook_time - h0)):
                         times[k].append(v)
                     nbytes.append(hook.step_bytes(c0, hook.counter()))
+                    cpu["backward"].append(b1 - b0)
+                    cpu["hook"].append(hook.cpu_seconds() - k0)
                 window[0] += loss.item()
                 window[1] += 1
                 step += 1
@@ -507,6 +513,12 @@ class Run:
             "untimed_steps": hook.untimed, "timed_steps": len(times["step"]),
             "step_time_mean_s": mean(times["step"]), "step_time_median_s": median(times["step"]),
             "step_time_split_mean_s": {k: mean(v) for k, v in times.items() if k != "step"},
+            # CPU seconds per step: backward on the main thread (the AdaComp hook's
+            # compress and post included, it runs there), and the hook's own work on
+            # every thread (None for the other hooks).
+            "cpu_per_step_s": {"backward": mean(cpu["backward"]),
+                               "hook": (mean(cpu["hook"]) if hook.kind == "adacomp"
+                                        else None)},
             "bytes_per_step": mean(nbytes), "bytes_how": hook.bytes_how,
             "compression": rates, "wall_s": wall(), "weights_digests": digests,
             "powersgd": ({"rank": args.powersgd_rank,

@@ -93,6 +93,12 @@ class CommHook:
                 self.hook_time += time.perf_counter() - t
         self.state.exchange_bucket = timed_exchange
 
+    def cpu_seconds(self):
+        """The AdaComp hook's CPU seconds so far (every thread), 0 for the others."""
+        if self.state is None:
+            return 0.0
+        return sum(self.state.cpu_seconds.values())
+
     def counter(self):
         """Cumulative bytes this rank handed to its collectives (differences only)."""
         if self.state is not None:

@@ -4,6 +4,7 @@ compressors, checkpoints (state_dict), statistics, and each bucket's part of a s
 
 import collections
 import threading
+import time
 
 import torch.distributed as dist
 from torch import nn
@@ -145,6 +146,10 @@ class AdaCompState:
         self.buckets = 0
         self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
         self.transport_bytes = 0
+        # CPU seconds of the hook's own work (time.thread_time of the threads that do
+        # it): "launch" compress and post on the caller's (autograd) thread, "finish"
+        # receive, decode and settle (on the exchange thread with overlap).
+        self.cpu_seconds = {"launch": 0.0, "finish": 0.0}
         self._totals = _per_type()
         self._step = _per_type()
         self._last_step = _per_type()
@@ -354,8 +359,10 @@ class AdaCompState:
         Every bucket is exchanged all the same (a failed rank sends a failure
         marker instead of frames), so no rank waits for a message never sent.
         """
+        t = time.thread_time()
         with self._lock:
             ex = self._launch(bucket)
+        self.cpu_seconds["launch"] += time.thread_time() - t
         if ex.world == 1 or not self.overlap:
             self._finish(ex)
         else:
@@ -538,6 +545,7 @@ class AdaCompState:
 
     def _finish(self, ex):
         """Waits for the bucket's messages, decodes, settles the step, completes the future."""
+        t = time.thread_time()
         try:
             received = ex.receive()
             if ex.by_slices:
@@ -545,6 +553,7 @@ class AdaCompState:
             result = self._settle(ex, received, None)
         except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
             result = self._settle(ex, None, exc)
+        self.cpu_seconds["finish"] += time.thread_time() - t
         ex.future.set_result(result)
 
     def _settle(self, ex, received, comm_error):
