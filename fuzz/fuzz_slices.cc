@@ -46,8 +46,8 @@ void OwnerMessage(uint8_t control, std::span<const uint8_t> b) {
   if (!st.ok()) {
     FUZZ_CHECK(bad <= k, "bad slice %zu of %zu", bad, k);
     for (size_t i = 0; i < k; ++i) {
-      FUZZ_CHECK(FirstBitDifference(dst[i], before[i]) < 0, "slice %zu written by a refused message",
-                 i);
+      FUZZ_CHECK(FirstBitDifference(dst[i], before[i]) < 0,
+                 "slice %zu written by a refused message", i);
     }
     return;
   }

@@ -66,8 +66,7 @@ int main(int argc, char** argv) {
         }
       }
       in.insert(in.end(), m.begin(), m.end());
-      Write(dir / ("owner_k" + std::to_string(k) + (mode == ValueMode::kFp16 ? "_fp16" : "")),
-            in);
+      Write(dir / ("owner_k" + std::to_string(k) + (mode == ValueMode::kFp16 ? "_fp16" : "")), in);
       ++count;
     }
   }

@@ -189,11 +189,11 @@ class GradientExchange {
   std::vector<MessageTensor> message_tensors_;
   std::vector<FrameInfo> infos_;
   std::vector<size_t> frame_ends_;
-  std::vector<size_t> all_;        // the tensors by the all-gather this step
-  std::vector<size_t> by_slices_;  // ... by the reduce-scatter
-  std::vector<std::span<const uint8_t>> frame_spans_;           // reduce-scatter, auto
-  std::vector<uint8_t> gather_message_;                         // auto
-  std::unique_ptr<exchange_internal::SliceExchange> slices_;    // reduce-scatter, auto
+  std::vector<size_t> all_;                            // the tensors by the all-gather this step
+  std::vector<size_t> by_slices_;                      // ... by the reduce-scatter
+  std::vector<std::span<const uint8_t>> frame_spans_;  // reduce-scatter, auto
+  std::vector<uint8_t> gather_message_;                // auto
+  std::unique_ptr<exchange_internal::SliceExchange> slices_;     // reduce-scatter, auto
   std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
   std::function<void(std::vector<uint8_t>&)> send_hook_;
 };

@@ -34,7 +34,7 @@ inline PyObject* g_frame_error = nullptr;
 // `frame` (optional): the position of the failing frame among several; the
 // ValueError or FrameError then carries it as its `frame` attribute.
 [[noreturn]] inline void ThrowStatus(const Status& status, bool frame_context,
-                              std::optional<size_t> frame = std::nullopt) {
+                                     std::optional<size_t> frame = std::nullopt) {
   const std::string& msg = status.message().empty() ? status.ToString() : status.message();
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
@@ -104,7 +104,7 @@ inline std::span<float> RequestOut(const py::buffer& out, py::buffer_info* holde
 }
 
 inline std::span<const uint8_t> RequestBytes(const py::buffer& buf, py::buffer_info* holder,
-                                      const char* what) {
+                                             const char* what) {
   try {
     *holder = buf.request(false);
   } catch (py::error_already_set& e) {
@@ -119,8 +119,8 @@ inline std::span<const uint8_t> RequestBytes(const py::buffer& buf, py::buffer_i
   return {static_cast<const uint8_t*>(holder->ptr), n};
 }
 
-inline std::vector<std::span<const uint8_t>> RequestByteSequence(const py::sequence& seq, const char* what,
-                                                          std::vector<py::buffer_info>* holders) {
+inline std::vector<std::span<const uint8_t>> RequestByteSequence(
+    const py::sequence& seq, const char* what, std::vector<py::buffer_info>* holders) {
   std::vector<std::span<const uint8_t>> spans(holders->size());
   for (size_t j = 0; j < spans.size(); ++j) {
     py::object item = seq[j];

@@ -484,9 +484,9 @@ PYBIND11_MODULE(_adacomp, m) {
              if (!status.ok()) throw py::value_error(status.message());
              return adacomp::BinScheduler(s, std::move(targets));
            }),
-           py::arg("targets"), py::arg("ramp_steps"), py::arg("ramp_start"),
-           py::arg("ramp_stages"), py::arg("adapt_threshold"), py::arg("adapt_window"),
-           py::arg("adapt_hold"), py::arg("adapt_bin_size"))
+           py::arg("targets"), py::arg("ramp_steps"), py::arg("ramp_start"), py::arg("ramp_stages"),
+           py::arg("adapt_threshold"), py::arg("adapt_window"), py::arg("adapt_hold"),
+           py::arg("adapt_bin_size"))
       .def("bin_size",
            [](const adacomp::BinScheduler& s, size_t k, int64_t step) {
              if (k >= s.tensors()) throw py::index_error("tensor index out of range");
@@ -513,8 +513,8 @@ PYBIND11_MODULE(_adacomp, m) {
            })
       .def("load", [](adacomp::BinScheduler& s, const py::bytes& b) {
         const std::string bytes = b;
-        const adacomp::Status st = s.Load(std::span<const uint8_t>(
-            reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+        const adacomp::Status st = s.Load(
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
         if (!st.ok()) throw py::value_error(st.message());
       });
   // The L2 norm of a float32 array: a plain loop in double, the same bits on every

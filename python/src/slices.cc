@@ -1,5 +1,7 @@
 // The bindings of adacomp/slices.h: the reduce-scatter's messages, for the
 // DDP hook's own transport (python/adacomp/torch/slices.py).
+#include "adacomp/slices.h"
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -7,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "adacomp/slices.h"
 #include "buffers.h"
 
 namespace adacomp {

@@ -79,11 +79,10 @@ Status SimulateStep(int learners, uint64_t elements,
     const comm_internal::Chunk c = comm_internal::RingChunk(elements, p, d);
     if (c.size == 0) continue;
     scratch.clear();
-    ADACOMP_RETURN_IF_ERROR(
-        EncodeSummedSlice(0, std::span<const float>(sum).subspan(c.begin, c.size), &scratch,
-                          summed));
-    message[d] += internal::VarintLength(slice_in[d]) +
-                  internal::VarintLength(slice_selected[d]) + scratch.size();
+    ADACOMP_RETURN_IF_ERROR(EncodeSummedSlice(
+        0, std::span<const float>(sum).subspan(c.begin, c.size), &scratch, summed));
+    message[d] += internal::VarintLength(slice_in[d]) + internal::VarintLength(slice_selected[d]) +
+                  scratch.size();
     out->summed_slice_bytes += scratch.size();
   }
   uint64_t messages = 0;
@@ -96,8 +95,8 @@ Status SimulateStep(int learners, uint64_t elements,
     if (p > 1) {
       ag.sent = agree + Headers(p) + frame[r] * peers;
       ag.received = agree + Headers(p) + out->frame_bytes - frame[r];
-      rs.sent = agree + 2 * Headers(p) + comm_internal::PieceTraffic(p, pieces_out[r], own_piece[r]) +
-                message[r] * peers;
+      rs.sent = agree + 2 * Headers(p) +
+                comm_internal::PieceTraffic(p, pieces_out[r], own_piece[r]) + message[r] * peers;
       rs.received = agree + 2 * Headers(p) +
                     comm_internal::PieceTraffic(p, slice_in[r], own_piece[r]) + messages -
                     message[r];

@@ -128,7 +128,12 @@ TEST(SimulateStep, RefusesNoLearnersAndPassesFrameErrorsOn) {
   auto none = [](int, std::vector<uint8_t>*) { return Status::OK(); };
   EXPECT_FALSE(exchange_internal::SimulateStep(0, 10, none, &sim).ok());
   const Status st = exchange_internal::SimulateStep(
-      3, 10, [](int, std::vector<uint8_t>* f) { f->assign(5, 0xAB); return Status::OK(); }, &sim);
+      3, 10,
+      [](int, std::vector<uint8_t>* f) {
+        f->assign(5, 0xAB);
+        return Status::OK();
+      },
+      &sim);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("learner 0"), std::string::npos) << st.ToString();
 }

@@ -259,10 +259,9 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
   return Status::OK();
 }
 
-Status GradientExchange::GatherAverage(std::span<const size_t> which,
-                                       std::vector<uint8_t>& message, std::span<float> averaged,
-                                       ExchangeResult* result, ExchangeThrottle* throttle,
-                                       bool hook) {
+Status GradientExchange::GatherAverage(std::span<const size_t> which, std::vector<uint8_t>& message,
+                                       std::span<float> averaged, ExchangeResult* result,
+                                       ExchangeThrottle* throttle, bool hook) {
   const int p = comm_.size();
   if (hook && send_hook_) send_hook_(message);
   const auto t1 = Clock::now();

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/ring.h"
 #include "adacomp/slices.h"
+#include "comm/ring.h"
 #include "wire/frame.h"
 
 namespace adacomp::exchange_internal {

@@ -33,9 +33,7 @@ TEST(SummedSlicesBytes, IsTheSumOfTheEncodedSlices) {
       const size_t len = v.size() / p + (static_cast<size_t>(d) < v.size() % p ? 1 : 0);
       if (len == 0) continue;
       std::vector<uint8_t> frame;
-      ASSERT_TRUE(EncodeSummedSlice(
-                      4, std::span<const float>(v).subspan(begin, len), &frame)
-                      .ok());
+      ASSERT_TRUE(EncodeSummedSlice(4, std::span<const float>(v).subspan(begin, len), &frame).ok());
       want += frame.size();
       begin += len;
     }
@@ -115,7 +113,8 @@ GroupRun RunGroup(int p, ExchangeKind kind) {
     }
   });
   for (int step = 0; step < kSteps; ++step) {
-    for (int r = 0; r < p; ++r) run.received[step] = std::max(run.received[step], received[r][step]);
+    for (int r = 0; r < p; ++r)
+      run.received[step] = std::max(run.received[step], received[r][step]);
   }
   return run;
 }

@@ -31,8 +31,7 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
                           std::span<const size_t> offsets,
                           std::span<const std::span<const uint8_t>> frames,
                           std::span<const size_t> which, size_t total_elements,
-                          ExchangeResult* result,
-                          ExchangeThrottle* throttle,
+                          ExchangeResult* result, ExchangeThrottle* throttle,
                           const std::function<void(std::vector<uint8_t>&)>& send_hook) {
   const int p = comm.size();
   const int me = comm.rank();
@@ -142,9 +141,8 @@ Status SliceExchange::Run(Communicator& comm, const std::vector<ExchangeTensor>&
     // Its own slices are in scratch_ already, unless rounded on the wire.
     const bool decode = r != me || summed_ == ValueMode::kFp16;
     size_t bad = 0;
-    const Status st =
-        ReadSlicesMessage(slices_.rank(static_cast<size_t>(r)), message_tensors_, stats_, decode,
-                          &bad);
+    const Status st = ReadSlicesMessage(slices_.rank(static_cast<size_t>(r)), message_tensors_,
+                                        stats_, decode, &bad);
     if (!st.ok()) {
       const std::string who = "learner " + std::to_string(r) + "'s summed slices";
       return st.WithContext(bad < tensor_of_.size()

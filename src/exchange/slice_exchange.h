@@ -31,8 +31,8 @@
 #include "adacomp/codec.h"
 #include "adacomp/communicator.h"
 #include "adacomp/exchange.h"
-#include "adacomp/status.h"
 #include "adacomp/slices.h"
+#include "adacomp/status.h"
 
 namespace adacomp::exchange_internal {
 

@@ -295,7 +295,8 @@ TEST(SliceExchangeFp16, EveryLearnerTakesTheAllGathersAverageRoundedToFloat16) {
       ExchangeOptions o;
       o.kind = ExchangeKind::kReduceScatter;
       o.summed_values = ValueMode::kFp16;
-      auto x = GradientExchange::Create(comm, Tensors(Codec::kAdaComp, ValueMode::kTernary, rank), o);
+      auto x =
+          GradientExchange::Create(comm, Tensors(Codec::kAdaComp, ValueMode::kTernary, rank), o);
       ASSERT_TRUE(x.ok()) << x.status().ToString();
       std::vector<std::vector<float>> g;
       for (size_t k = 0; k < kSizes.size(); ++k) g.push_back(Grad(rank, p, k, 0, 0));

@@ -1,10 +1,9 @@
 // The reduce-scatter's messages (see include/adacomp/slices.h).
-#include "adacomp/slices.h"
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "adacomp/slices.h"
 #include "comm/ring.h"
 #include "core/endian.h"
 #include "core/half.h"

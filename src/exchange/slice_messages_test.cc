@@ -1,18 +1,16 @@
 // The owner's message of the reduce-scatter read back: statistics and
 // slices round-trip, a failure message carries its status, and malformed
 // messages are refused with the slice at fault named and nothing written.
-#include "adacomp/slices.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "adacomp/slices.h"
 #include "core/test_util.h"
 
 namespace adacomp {
 namespace {
-
 
 struct Owner {
   std::vector<uint8_t> message;
@@ -27,8 +25,7 @@ Owner MakeOwner() {
   PutSliceStats({1234, 56}, &o.message);
   PutSliceStats({0, 0}, &o.message);
   for (uint32_t id : {3u, 9u}) {
-    EXPECT_TRUE(EncodeSummedSlice(id, o.values[id == 3 ? 0 : 1], &o.message)
-                    .ok());
+    EXPECT_TRUE(EncodeSummedSlice(id, o.values[id == 3 ? 0 : 1], &o.message).ok());
   }
   return o;
 }

@@ -51,9 +51,8 @@ Status Learner::Setup() {
     specs.push_back({p.name, p.elements, p.type});
   }
   plan_ = PlanTensors(o_, specs, rank_);
-  ADACOMP_ASSIGN_OR_RETURN(exchange_,
-                           GradientExchange::Create(comm_, plan_.exchange,
-                                                    {o_.exchange, o_.summed_values}));
+  ADACOMP_ASSIGN_OR_RETURN(
+      exchange_, GradientExchange::Create(comm_, plan_.exchange, {o_.exchange, o_.summed_values}));
   if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }
@@ -455,7 +454,6 @@ Result<TrainSummary> Learner::Run() {
 }  // namespace learner_internal
 
 using learner_internal::Learner;
-
 
 Result<TrainSummary> RunLearner(const TrainOptions& o, const TrainTestHooks& hooks,
                                 Communicator& comm, std::shared_ptr<const Data> data, Gate* gate) {

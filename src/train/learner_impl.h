@@ -4,9 +4,6 @@
 // includes LibTorch. Thread safety: one object per learner thread.
 #pragma once
 
-#include "learner.h"
-
-
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -22,6 +19,7 @@
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
+#include "learner.h"
 #include "local_optimizer.h"
 #include "models.h"
 #include "optimizer.h"

@@ -43,8 +43,9 @@ Mean Average(const std::vector<exchange_internal::LearnerBytes>& v) {
 
 std::string Json(const char* name, const Mean& m) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "\"%s\": {\"sent\": %.1f, \"received\": %.1f, \"most_received\": %.0f}",
-                name, m.sent, m.received, m.most_received);
+  std::snprintf(buf, sizeof buf,
+                "\"%s\": {\"sent\": %.1f, \"received\": %.1f, \"most_received\": %.0f}", name,
+                m.sent, m.received, m.most_received);
   return buf;
 }
 
@@ -69,7 +70,8 @@ void AddExchangeBytesOptions(CLI::App* sub, ExchangeBytesArgs* a) {
       "One step of one tensor, AdaComp (ternary, this L_T), each learner's compressor fresh\n"
       "(zero residue) and seeded by its rank. Learner r's gradient: a shared generated tensor\n"
       "plus own-scale x its own part, one of 8 generated tensors (r mod 8) rotated by a\n"
-      "pseudo-random whole number of 256-element units for r >= 8. Every learner's frame is made, cut into the\n"
+      "pseudo-random whole number of 256-element units for r >= 8. Every learner's frame is made, "
+      "cut into the\n"
       "reduce-scatter's pieces and added into the sum in rank order, one learner at a time;\n"
       "the owners' averaged slices are encoded as the exchange encodes them. The bytes are\n"
       "what each learner's Communicator::traffic() would count (the finiteness agreement and\n"
@@ -154,9 +156,9 @@ int RunExchangeBytes(const ExchangeBytesArgs& a) {
                     static_cast<unsigned long long>(sim.summed_nonzeros),
                     sim.auto_reduce_scatter ? "reduce-scatter" : "allgather");
       if (!rows.empty()) rows += ",\n  ";
-      rows += std::string(head) + Json("allgather", ag) + ", " + Json("reduce_scatter", rs) +
-              ", " + Json("auto", au) + ", " + Json("ring_fp32", r32) + ", " +
-              Json("ring_fp16", r16) + "}";
+      rows += std::string(head) + Json("allgather", ag) + ", " + Json("reduce_scatter", rs) + ", " +
+              Json("auto", au) + ", " + Json("ring_fp32", r32) + ", " + Json("ring_fp16", r16) +
+              "}";
       if (!a.json.empty()) {  // rewritten after every row: an interrupted run keeps its rows
         std::ofstream out(a.json + ".tmp");
         char settings[200];

@@ -20,8 +20,8 @@
 #include "adacomp/trainer.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "train_report.h"
 #include "train/test_hooks.h"
+#include "train_report.h"
 
 namespace adacomp::tool {
 namespace {
@@ -151,7 +151,8 @@ int RunTrain(TrainArgs& a) {
     return Fail(kCmd, kExitBadUsage, "--exchange: " + exchange.status().message());
   o.exchange = *exchange;
   if (a.summed_values != "fp32" && a.summed_values != "fp16") {
-    return Fail(kCmd, kExitBadUsage, "--summed-values: fp32 or fp16, not '" + a.summed_values + "'");
+    return Fail(kCmd, kExitBadUsage,
+                "--summed-values: fp32 or fp16, not '" + a.summed_values + "'");
   }
   o.summed_values = a.summed_values == "fp16" ? ValueMode::kFp16 : ValueMode::kFp32;
   if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {

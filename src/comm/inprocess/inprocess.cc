@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "../collective_kinds.h"
 #include "../messages.h"
 #include "../pieces.h"
-#include "../collective_kinds.h"
 #include "../ring.h"
 #include "adacomp/communicator.h"
 
@@ -344,8 +344,8 @@ class InProcessCommunicator final : public Communicator {
     CountHeaders(outcome);
     ADACOMP_RETURN_IF_ERROR(st);
     *out = outcome->pieces[rank_];
-    traffic_.sent_bytes += comm_internal::PieceTraffic(size(), mine.size(),
-                                                       offsets[rank_ + 1] - offsets[rank_]);
+    traffic_.sent_bytes +=
+        comm_internal::PieceTraffic(size(), mine.size(), offsets[rank_ + 1] - offsets[rank_]);
     traffic_.received_bytes += comm_internal::PieceTraffic(
         size(), out->data.size(), out->offsets[rank_ + 1] - out->offsets[rank_]);
     return Status::OK();
