@@ -83,7 +83,7 @@ def report(sets):
                 auto_ok = False
             lines.append(f"| {r['learners']} | {r['rate']:.0f}x | "
                          + " | ".join(mb(got[k]) for k, _ in SERIES)
-                         + f" | {r['auto']} |")
+                         + f" | {r['auto_picks']} |")
         last = rows[-1]
         ratio = last["auto"]["received"] / last["ring_fp32"]["received"]
         lines += ["", f"Crossover: the reduce-scatter receives less than the "

@@ -147,7 +147,7 @@ int RunExchangeBytes(const ExchangeBytesArgs& a) {
       std::snprintf(head, sizeof head,
                     "{\"elements\": %llu, \"learners\": %llu, \"rate\": %.2f, \"frame_bytes\": "
                     "%llu, \"selected\": %llu, \"piece_bytes\": %llu, \"summed_slice_bytes\": "
-                    "%llu, \"summed_nonzeros\": %llu, \"auto\": \"%s\", ",
+                    "%llu, \"summed_nonzeros\": %llu, \"auto_picks\": \"%s\", ",
                     static_cast<unsigned long long>(n), static_cast<unsigned long long>(p), rate,
                     static_cast<unsigned long long>(sim.frame_bytes),
                     static_cast<unsigned long long>(sim.selected),

@@ -153,4 +153,45 @@ TEST_F(BenchTest, BadUsage) {
   EXPECT_NE(out.find("Laplace"), std::string::npos) << "the data model is described";
 }
 
+// `adacomp bench exchange-bytes`: the rows' figures hang together (SimulateStep
+// itself is checked against the communicators in adacomp_exchange_test).
+TEST_F(BenchTest, ExchangeBytesWritesConsistentRows) {
+  fs::path json_path = dir_ / "bytes.json";
+  std::string out;
+  ASSERT_EQ(Run("bench exchange-bytes --elements 3000,1 --learners 2,5 --bin-size 50 --json '" +
+                    json_path.string() + "'",
+                &out),
+            0)
+      << out;
+  std::ifstream f(json_path);
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["summed_values"], "fp32");
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (const auto& r : j["rows"]) {
+    const double p = r["learners"];
+    const double n = r["elements"];
+    // The float32 ring's received bytes: 2 (P-1)/P of the tensor (to a
+    // chunk's rounding), plus the agreement and two collectives' headers.
+    const double ring = r["ring_fp32"]["received"];
+    const double overhead = (p - 1) * (16 + 2 * 32);
+    EXPECT_NEAR(ring - overhead, 2 * (p - 1) / p * 4 * n, 8 * p) << r;
+    EXPECT_NEAR(static_cast<double>(r["ring_fp16"]["received"]) - overhead,
+                2 * (p - 1) / p * 2 * n, 4 * p)
+        << r;
+    // The all-gather brings the other learners' frames, on average (P-1)/P of
+    // all of them.
+    const double frames = r["frame_bytes"];
+    EXPECT_NEAR(static_cast<double>(r["allgather"]["received"]) - overhead, frames * (p - 1) / p,
+                1.0)
+        << r;
+    const std::string pick = r["auto_picks"];
+    const double a = r["allgather"]["received"], rs = r["reduce_scatter"]["received"];
+    EXPECT_EQ(static_cast<double>(r["auto"]["received"]), pick == "allgather" ? a : rs) << r;
+    EXPECT_GE(static_cast<double>(r["piece_bytes"]), frames) << r;
+  }
+  EXPECT_EQ(Run("bench exchange-bytes --learners 1"), 2);
+  EXPECT_EQ(Run("bench exchange-bytes --summed-values fp8"), 2);
+  EXPECT_EQ(Run("bench exchange-bytes --elements x"), 2);
+}
+
 }  // namespace
