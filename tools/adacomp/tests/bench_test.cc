@@ -175,8 +175,8 @@ TEST_F(BenchTest, ExchangeBytesWritesConsistentRows) {
     const double ring = r["ring_fp32"]["received"];
     const double overhead = (p - 1) * (16 + 2 * 32);
     EXPECT_NEAR(ring - overhead, 2 * (p - 1) / p * 4 * n, 8 * p) << r;
-    EXPECT_NEAR(static_cast<double>(r["ring_fp16"]["received"]) - overhead,
-                2 * (p - 1) / p * 2 * n, 4 * p)
+    EXPECT_NEAR(static_cast<double>(r["ring_fp16"]["received"]) - overhead, 2 * (p - 1) / p * 2 * n,
+                4 * p)
         << r;
     // The all-gather brings the other learners' frames, on average (P-1)/P of
     // all of them.
