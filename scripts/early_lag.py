@@ -10,6 +10,8 @@ end, for seeds 1, 2, 3:
   ramp-*    the default with a bin-size ramp (--ramp-steps, --ramp-start,
             --ramp-stages)
   adapt     the default with the adaptive bin size (--adapt-threshold 0.5)
+  local-fc  the default with momentum correction on the fc weights
+            (--local-optimizer-types fc)
 
 From the summaries (results/early_lag/<model>/<config>-s<seed>.json) it
 writes docs/early-lag.md and docs/img/early_lag_<model>.png:
@@ -62,6 +64,8 @@ CONFIGS = [
     ("ramp-64", ["--ramp-steps", "64", "--ramp-start", "16",
                  "--ramp-stages", "2"],
      "AdaComp, ramp L_T 16 -> target over 64 steps, 2 stages"),
+    ("local-fc", ["--local-optimizer-types", "fc"],
+     "AdaComp, momentum correction on the fc weights (--local-optimizer-types fc)"),
 ]
 FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8}
 
