@@ -49,6 +49,30 @@ Status EncodeSummedSlice(uint32_t tensor_id, std::span<const float> values,
 uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, int p,
                            ValueMode mode = ValueMode::kFp32);
 
+// Bytes one learner of p would receive for one tensor by each exchange in a
+// step like the one just seen, from figures every learner holds alike (the
+// estimate of --exchange auto, src/exchange/exchange_choice.h):
+//   F  the frames' bytes summed over the learners,
+//   Q  the pieces' bytes summed over the learners (F plus the header of an
+//      empty piece for each extra piece: P (P - 1) h),
+//   S  the averaged slices' bytes (SummedSlicesBytes of the averaged values);
+// wire_bytes is F after an all-gather step, Q after a reduce-scatter one
+// (the other is estimated). Then
+//   all-gather      F (P - 1) / P
+//   reduce-scatter  Q (P - 1) / P^2 + S (P - 1) / P + 8 (P - 1)
+// (8 bytes per peer: the piece length and the owner's statistics). Unless
+// `exact`, S is first bounded below by its values alone (4 bytes, float16:
+// 2, per non-zero average) and sized exactly only when that floor leaves the
+// reduce-scatter cheaper: the same choice at a scan instead of an encoding
+// of every slice, with reduce_scatter then the floor.
+struct ReceiveEstimate {
+  double allgather = 0;       // bytes one learner receives by the all-gather
+  double reduce_scatter = 0;  // ... by the reduce-scatter
+};
+ReceiveEstimate EstimateReceive(uint32_t tensor_id, int p, bool by_slices, uint64_t wire_bytes,
+                                std::span<const float> averaged,
+                                ValueMode summed = ValueMode::kFp32, bool exact = false);
+
 // What an owner reports of the pieces of one slice, summed over learners.
 struct SliceStats {
   uint64_t bytes = 0;

@@ -68,10 +68,10 @@ std::vector<float> Grad(int rank, size_t k, uint64_t n, int step) {
 }
 
 struct GroupRun {
-  std::vector<std::vector<float>> out;       // [step], learner 0's output
-  std::vector<uint64_t> received;            // [step], most bytes a learner received
-  std::vector<std::vector<uint8_t>> routes;  // [step], learner 0's reduce_scatter
-  std::vector<std::vector<exchange_internal::ReceiveEstimate>> estimates;  // [step][tensor]
+  std::vector<std::vector<float>> out;                  // [step], learner 0's output
+  std::vector<uint64_t> received;                       // [step], most bytes a learner received
+  std::vector<std::vector<uint8_t>> routes;             // [step], learner 0's reduce_scatter
+  std::vector<std::vector<ReceiveEstimate>> estimates;  // [step][tensor]
 };
 
 constexpr int kSteps = 4;

@@ -60,6 +60,51 @@ uint64_t SummedSlicesBytes(uint32_t tensor_id, std::span<const float> values, in
   return bytes;
 }
 
+namespace {
+
+// Bytes of an empty topk piece of a slice of a tensor of `elements`
+// elements cut into p slices: a piece's header and parameter block.
+uint64_t PieceHeaderBytes(uint32_t tensor_id, uint64_t elements, int p) {
+  wire::Frame f;
+  f.codec = Codec::kTopK;
+  f.tensor_id = tensor_id;
+  f.elements = (elements + static_cast<uint64_t>(p) - 1) / static_cast<uint64_t>(p);
+  std::vector<uint8_t> out;
+  if (!wire::EncodeFrame(f, &out).ok()) return 0;
+  return out.size();
+}
+
+}  // namespace
+
+ReceiveEstimate EstimateReceive(uint32_t tensor_id, int p, bool by_slices, uint64_t wire_bytes,
+                                std::span<const float> averaged, ValueMode summed, bool exact) {
+  const double q = p;
+  const double extra =
+      q * (q - 1) * static_cast<double>(PieceHeaderBytes(tensor_id, averaged.size(), p));
+  const double w = static_cast<double>(wire_bytes);
+  const double frames = by_slices ? std::max(0.0, w - extra) : w;
+  const double pieces = by_slices ? w : w + extra;
+  auto reduce_scatter = [&](double slices) {
+    return pieces * (q - 1) / (q * q) + slices * (q - 1) / q + 8 * (q - 1);
+  };
+  ReceiveEstimate e;
+  e.allgather = frames * (q - 1) / q;
+  if (!exact) {
+    uint64_t nonzero = 0;
+    for (float v : averaged) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      nonzero += bits != 0;
+    }
+    const double floor = (summed == ValueMode::kFp16 ? 2.0 : 4.0) * static_cast<double>(nonzero);
+    e.reduce_scatter = reduce_scatter(floor);
+    if (e.reduce_scatter >= e.allgather) return e;
+  }
+  e.reduce_scatter =
+      reduce_scatter(static_cast<double>(SummedSlicesBytes(tensor_id, averaged, p, summed)));
+  return e;
+}
+
 Status CutFrame(std::span<const uint8_t> frame, int p, std::vector<std::vector<uint8_t>>* pieces) {
   wire::Frame f;
   ADACOMP_RETURN_IF_ERROR(wire::DecodeFrame(frame, DecodeOptions{}, &f));
