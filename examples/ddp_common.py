@@ -29,7 +29,8 @@ from torch import nn
 from ddp_hooks import CommHook, ddp_wrap  # noqa: E402,F401 - re-exported for the scripts
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
-LAYER_TYPES = ("conv", "fc", "lstm", "other")  # the hook's (adacomp.torch.LAYER_TYPES)
+LAYER_TYPES = ("conv", "fc", "lstm", "other", "attention", "mlp", "embedding",
+               "norm")  # the hook's (adacomp.torch.LAYER_TYPES)
 HOOKS = ("none", "fp16", "powersgd", "adacomp")
 
 

@@ -675,8 +675,9 @@ class StateTest(unittest.TestCase):
         types = adt.layer_types_of(self.Mixed())
         self.assertEqual(types["conv.weight"], "conv")
         self.assertEqual(types["conv.bias"], "other")
-        self.assertEqual(types["bn.weight"], "other")
-        self.assertEqual(types["emb.weight"], "fc")  # by shape: 2-D
+        self.assertEqual(types["bn.weight"], "norm")
+        self.assertEqual(types["bn.bias"], "norm")
+        self.assertEqual(types["emb.weight"], "embedding")
         for n in ("weight_ih_l0", "weight_hh_l0", "weight_ih_l1", "weight_hh_l1"):
             self.assertEqual(types[f"lstm.{n}"], "lstm")
         self.assertEqual(types["lstm.bias_ih_l0"], "other")
@@ -698,7 +699,7 @@ class StateTest(unittest.TestCase):
         st2 = adt.AdaCompState(model=model, bin_size=64)
         self.assertEqual({c.compressor.bin_size for c in st2._by_name.values()}, {64})
         with self.assertRaises(ValueError):
-            adt.AdaCompState(model=model, bin_sizes={"attention": 10})
+            adt.AdaCompState(model=model, bin_sizes={"transformer": 10})
         with self.assertRaises(ValueError):
             adt.AdaCompState(model=model, codec="zip")
         with self.assertRaises(ValueError):

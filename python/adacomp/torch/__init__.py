@@ -53,6 +53,7 @@ gradients and goes on, as if that batch had never been drawn
 #   layers     layer typing (LAYER_TYPES, DEFAULT_BIN_SIZES, layer_types_of)
 #   errors     StepAborted, the failed value of a bucket's future, the failure messages
 #   stats      the byte and element counters and the stats() report
+#   schedule   the bin size per step: the ramp and the adaptive part
 #   step       one step's transaction (what rolling it back needs)
 #   bucket     one bucket's data: its parameters' slices, the float32 copy, the average
 #   transport  the messages of one bucket (header, tags, receive capacity, overflow)

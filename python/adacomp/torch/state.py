@@ -9,10 +9,11 @@ import time
 import torch.distributed as dist
 from torch import nn
 
-from .. import CODECS, Compressor, _adacomp
+from .. import CODECS, Compressor
 from .bucket import _average, _layout, _non_finite, _working_copy
 from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
+from .schedule import _Schedule
 from .stats import _Counters, _per_type, _report
 from .slices import _average_slices, _cut, _estimate, _second_phase
 from .step import _Step
@@ -87,24 +88,9 @@ class AdaCompState:
         # The settings.
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
-        self.ramp_steps, self.ramp_start, self.ramp_stages = (
-            int(ramp_steps), int(ramp_start), int(ramp_stages))
-        if self.ramp_steps:
-            if codec != "adacomp":
-                raise ValueError(f"ramp_steps needs codec 'adacomp', not {codec!r}")
-            # The trainer's checks of the settings (ValueError naming the field).
-            _adacomp.ramp_bin_size(1, 0, self.ramp_steps, self.ramp_start, self.ramp_stages)
-        self.adapt = dict(adapt_threshold=float(adapt_threshold),
-                          adapt_window=int(adapt_window), adapt_hold=int(adapt_hold),
-                          adapt_bin_size=int(adapt_bin_size))
-        if self.adapt["adapt_threshold"] > 0:
-            if codec != "adacomp":
-                raise ValueError(f"adapt_threshold needs codec 'adacomp', not {codec!r}")
-            if model is None:
-                raise ValueError("adapt_threshold needs model= (every parameter known at the "
-                                 "start)")
-        self._scheduler = None  # the adaptive schedule (with the ramp), set below
-        self._step_norms = {}   # tensor id -> its averaged gradient's norm, this step
+        self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
+                                   ramp_stages, adapt_threshold, adapt_window, adapt_hold,
+                                   adapt_bin_size)
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
@@ -180,13 +166,8 @@ class AdaCompState:
                     self._add_entry(p, name, types[name])
         elif layer_types:
             raise ValueError("layer_types needs model=")
-        if self.adapt["adapt_threshold"] > 0:
-            entries = sorted(self._by_name.values(), key=lambda e: e.tensor_id)
-            targets = [self.bin_sizes[e.layer_type]
-                       if e.compressor is not None and e.compressor.codec == "adacomp" else 0
-                       for e in entries]
-            self._scheduler = _adacomp._BinScheduler(
-                targets, self.ramp_steps, self.ramp_start, self.ramp_stages, **self.adapt)
+        self._schedule.build(sorted(self._by_name.values(), key=lambda e: e.tensor_id),
+                             self.bin_sizes)
 
     # ----- parameters and their compressors -------------------------------------------------
 
@@ -257,7 +238,7 @@ class AdaCompState:
                 "buckets": self.buckets,
                 "transport_bytes": self.transport_bytes,
                 "totals": {t: c.as_dict() for t, c in self._totals.items()},
-                "schedule": (self._scheduler.save() if self._scheduler is not None else None),
+                "schedule": self._schedule.save(),
             }
 
     def load_state_dict(self, state):
@@ -280,17 +261,7 @@ class AdaCompState:
                     raise ValueError(f"state_dict entry {name!r} is for codec {d.get('codec')!r}, "
                                      f"this state uses {e.compressor.codec!r}")
             sched = state.get("schedule")
-            if (sched is None) != (self._scheduler is None):
-                raise ValueError("state_dict " + ("has no" if sched is None else "has an")
-                                 + " adaptive schedule, this state " +
-                                 ("has one" if sched is None else "has none"))
-            if sched is not None:
-                scratch = _adacomp._BinScheduler(
-                    [0] * len(self._by_name), 0, 8, 4, **self.adapt)
-                try:
-                    scratch.load(sched)
-                except ValueError as exc:
-                    raise ValueError(f"state_dict's adaptive schedule: {exc}") from None
+            self._schedule.check(sched, len(self._by_name))
             # Validate the state bytes on scratch compressors so a failure changes nothing.
             for name, d in params.items():
                 e = self._by_name.get(name)
@@ -306,8 +277,7 @@ class AdaCompState:
                     self._pending[name] = d
                 else:
                     e.compressor.load_state_dict(d)
-            if sched is not None:
-                self._scheduler.load(sched)
+            self._schedule.load(sched)
             self._open = None  # a step in progress is superseded by the loaded state
             self.steps = int(state.get("steps", 0))
             self.buckets = int(state.get("buckets", 0))
@@ -320,12 +290,13 @@ class AdaCompState:
     def stats(self):
         """Totals since the start (or the loaded checkpoint), per layer type and end to end.
 
-        Keys: steps, buckets, transport_bytes, end_to_end, per_type {conv, fc, lstm, other},
-        last_step {end_to_end, per_type}. Each counter dict has elements, bytes_sent,
-        bytes_dense (4 x elements), compression_rate (bytes_dense / bytes_sent, this rank),
-        gathered_elements, gathered_bytes (frame bytes of all ranks) and
-        gathered_compression_rate (32 x elements x world / bits of all ranks' frames),
-        selected, bins, selected_per_bin, frames, bin_histogram.
+        Keys: steps, buckets, transport_bytes, end_to_end, per_type {conv, fc, lstm,
+        other, attention, mlp, embedding, norm}, last_step {end_to_end, per_type}.
+        Each counter dict has elements, bytes_sent, bytes_dense (4 x elements),
+        compression_rate (bytes_dense / bytes_sent, this rank), gathered_elements,
+        gathered_bytes (frame bytes of all ranks) and gathered_compression_rate
+        (32 x elements x world / bits of all ranks' frames), selected, bins,
+        selected_per_bin, frames, bin_histogram.
         """
         with self._lock:
             return _report(self.steps, self.buckets, self.transport_bytes, self._totals,
@@ -395,10 +366,8 @@ class AdaCompState:
         """Tells the adaptive schedule that the learning rate of the next step is lower:
         every parameter is sent at the light bin size for adapt_hold steps (as
         ``adacomp train`` does after each drop). Needs adapt_threshold > 0."""
-        if self._scheduler is None:
-            raise ValueError("lr_dropped() needs the adaptive schedule (adapt_threshold > 0)")
         with self._lock:
-            self._scheduler.lr_dropped(self.steps)
+            self._schedule.lr_dropped(self.steps)
 
     def close(self, timeout=5.0):
         """Waits (up to ``timeout`` seconds each) for the exchanges in flight and for the
@@ -449,9 +418,7 @@ class AdaCompState:
     def _commit_step(self):
         self._open.discard()
         self._open = None
-        if self._scheduler is not None:  # the adaptive part sees the applied step's norms
-            self._scheduler.observe(self.steps, [self._step_norms.get(k, 0.0)
-                                                 for k in range(len(self._by_name))])
+        self._schedule.observe(self.steps, len(self._by_name))  # the applied step's norms
         self.steps += 1
         for t in LAYER_TYPES:
             self._totals[t].merge(self._step[t])
@@ -490,7 +457,7 @@ class AdaCompState:
                 self._snapshot(ex.layout)
                 for e, off, n in ex.layout:
                     try:
-                        self._schedule(e)
+                        self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
                         frames.append(e.compressor.compress(arr[off:off + n]))
                     except Exception as exc:
                         error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
@@ -508,20 +475,6 @@ class AdaCompState:
             ex.payload = b"".join(frames)
         ex.post()
         return ex
-
-    def _schedule(self, e):
-        """The schedule's bin size for this step (self.steps: steps applied so far)."""
-        if e.compressor.codec != "adacomp":
-            return
-        if self._scheduler is not None:
-            size = self._scheduler.bin_size(e.tensor_id, self.steps)
-        elif self.ramp_steps:
-            size = _adacomp.ramp_bin_size(self.bin_sizes[e.layer_type], self.steps,
-                                          self.ramp_steps, self.ramp_start, self.ramp_stages)
-        else:
-            return
-        if size != e.compressor.bin_size:
-            e.compressor.set_bin_size(size)
 
     def wait_idle_locked(self):
         """wait_idle() for a caller that holds self._lock (released while waiting)."""
@@ -588,10 +541,7 @@ class AdaCompState:
                     _average(ex, received, self._step)
             except Exception as e:  # noqa: BLE001 - a frame that fails to decode
                 return self._fail_step(ex, _decode_failed(index, ex.step, e))
-            if self._scheduler is not None:
-                arr = ex.work.numpy()
-                for e, off, n in ex.layout:
-                    self._step_norms[e.tensor_id] = _adacomp._l2_norm(arr[off:off + n])
+            self._schedule.record_norms(ex.work, ex.layout)
             if self.exchange == "auto" and ex.world > 1:
                 ag, rs = _estimate(ex, received, ex.by_slices, fp16)
                 self._by_slices_next[index] = rs < ag

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""ResNet-18 and the GPT of examples/ (ddp_resnet18.py, ddp_gpt.py) through DDP with
+every hook: no hook, torch's fp16 hook, torch's PowerSGD (ranks 1, 2, 4), the
+AdaComp hook with its defaults and with our recommended settings per layer type.
+Three parts, each resumable (a run whose summary exists is not run again):
+
+    /usr/bin/python3 scripts/ddp_real_models.py accuracy [--models resnet18,gpt] [--seeds 0]
+    sudo /usr/bin/python3 scripts/ddp_real_models.py speed [--hosts 4] [--links 100mbit,1gbit,unshaped]
+    /usr/bin/python3 scripts/ddp_real_models.py report        # docs/ddp-real-models-results.md + plots
+
+accuracy: the whole (short) schedule of each model on loopback, 4 processes on
+this machine (Gloo over 127.0.0.1), one per hook and seed, summaries in
+results/ddp_real/accuracy/. speed: a few timed steps of the same schedule on the
+namespace cluster (scripts/cluster.sh, one process per host, TCP between hosts)
+per link rate and host count, summaries in results/ddp_real/speed/, with the
+bytes each host's interface sent. report: per hook and link, time per step (and
+its split), bytes per step, the final accuracy or held-out loss, steps to the
+targets and the time to them = steps x the link's measured time per step (the
+accuracy runs' own step times are loopback's); plus a check of that estimate on
+one configuration (a whole schedule run on the cluster, `speed --full`).
+
+The schedules (sized for 2 shared cores; say so wherever a figure is quoted):
+- resnet18: 4 processes x batch 16, 150 steps (9,600 images, 0.16 epoch), SGD
+  momentum 0.9, lr 0.05, 5 % warm-up then cosine; evaluations every 25 steps on
+  the first 2,000 test images.
+- gpt: 4 layers, dim 320, 5 heads, context 128 (5.0M parameters); 4 processes x
+  8 windows, 250 steps (1.0M training bytes seen); AdamW, lr 1e-3, warm-up 5 %,
+  cosine to 0.1 x; evaluations every 25 steps on 64 held-out windows (8,192 bytes).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from ddp_compare import counters, error_lines, log, sh  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+OUT = os.path.join(ROOT, "results", "ddp_real")
+
+MODELS = {
+    "resnet18": {
+        "script": "ddp_resnet18.py",
+        "args": ["--batch-size", "16", "--steps", "150", "--eval-every", "25",
+                 "--eval-images", "2000", "--log-every", "10"],
+        # The speed runs' evaluations are cut to a token size (only the steps count).
+        "speed_args": ["--eval-images", "256"],
+        "metric": "accuracy",
+    },
+    "gpt": {
+        "script": "ddp_gpt.py",
+        "args": ["--layers", "4", "--dim", "320", "--heads", "5", "--context", "128",
+                 "--batch-size", "8", "--steps", "250", "--eval-every", "25",
+                 "--eval-windows", "64", "--log-every", "10"],
+        "speed_args": ["--eval-windows", "8"],
+        "metric": "loss",
+    },
+}
+
+# Our recommended settings per layer type (docs/ddp-real-models.md says why): the
+# norms' scales and shifts and the biases dense (0.1-0.3 % of the elements, and
+# the tensors that compress worst), everything else at the defaults.
+RECOMMENDED = ["--dense-types", "norm,other"]
+
+HOOKS = {
+    "none": ["--hook", "none"],
+    "fp16": ["--hook", "fp16"],
+    "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
+    "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
+    "powersgd-r4": ["--hook", "powersgd", "--powersgd-rank", "4"],
+    "adacomp": ["--hook", "adacomp"],
+    "adacomp-rec": ["--hook", "adacomp"] + RECOMMENDED,
+}
+# The order runs go in: what the targets compare first, so a cut-short sweep has them.
+ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2")
+PROCS = 4
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       "?")
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()}"
+
+
+def run_logged(cmd, timeout, env=None, log_path=None):
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        rc, out = r.returncode, r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = 124
+        out = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
+               else (e.stdout or "")) + f"\ntimed out after {timeout} s"
+    if log_path:
+        with open(log_path, "w") as f:
+            f.write(out)
+    return rc, out, time.time() - t0
+
+
+def record_failure(path, cmd, rc, out):
+    with open(path + ".failed", "w") as f:
+        json.dump({"command": shlex.join(cmd), "rc": rc, "error": error_lines(out)}, f,
+                  indent=1)
+
+
+# ----- accuracy: whole schedules on loopback --------------------------------------------------
+
+def accuracy(args):
+    outdir = os.path.join(args.out, "accuracy")
+    os.makedirs(outdir, exist_ok=True)
+    os.makedirs(args.log_dir, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=args.pythonpath, OMP_NUM_THREADS="1")
+    models = args.models.split(",")
+    hooks = [h for h in ORDER if h in args.hooks.split(",")]
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for hook in hooks:
+            for model in models:
+                m = MODELS[model]
+                path = os.path.join(outdir, f"{model}_{hook}_s{seed}.json")
+                if os.path.exists(path):
+                    continue
+                cmd = ([PYTHON, os.path.join(args.examples, m["script"]), "--procs",
+                        str(PROCS), "--seed", str(seed)] + m["args"] + HOOKS[hook] +
+                       ["--summary-json", path + ".tmp"])
+                log(f"accuracy {model} {hook} seed {seed} ...")
+                rc, out, wall = run_logged(cmd, args.timeout, env,
+                                           os.path.join(args.log_dir, f"acc_{model}_{hook}_s{seed}"))
+                if rc == 0 and os.path.exists(path + ".tmp"):
+                    with open(path + ".tmp") as f:
+                        s = json.load(f)
+                    s["command"] = shlex.join(["/usr/bin/python3", "examples/" + m["script"]]
+                                              + cmd[2:-1] + [path])
+                    s["machine"] = machine()
+                    with open(path, "w") as f:
+                        json.dump(s, f, indent=1)
+                    os.remove(path + ".tmp")
+                    last = s["evals"][-1]
+                    log(f"  {m['metric']} {last[m['metric']]:.4f}  "
+                        f"{s['step_time_mean_s']:.3f} s/step  wall {wall:.0f} s")
+                else:
+                    record_failure(path, cmd, rc, out)
+                    log(f"  FAILED (exit {rc}): {' / '.join(error_lines(out))}")
+
+
+# ----- speed: timed steps on the cluster ----------------------------------------------------
+
+def cluster_up(name, hosts, link):
+    sh([CLUSTER, "--name", name, "down"], check=False)
+    cmd = [CLUSTER, "--name", name, "up", str(hosts)]
+    if link != "unshaped":
+        cmd += ["--rate", link]
+    r = sh(cmd, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd)}: exit {r.returncode}: {(r.stdout + r.stderr).strip()}")
+
+
+def speed(args):
+    outdir = os.path.join(args.out, "speed")
+    os.makedirs(outdir, exist_ok=True)
+    os.makedirs(args.log_dir, exist_ok=True)
+    port = args.port
+    models = args.models.split(",")
+    hooks = [h for h in ORDER if h in args.hooks.split(",")]
+    for hosts in [int(h) for h in args.hosts.split(",")]:
+        for link in args.links.split(","):
+            todo = []
+            for model in models:
+                for hook in hooks:
+                    tag = f"{model}_{hook}_P{hosts}_{link}" + ("_full" if args.full else "")
+                    path = os.path.join(outdir, tag + ".json")
+                    if not os.path.exists(path):
+                        todo.append((model, hook, path, tag))
+            if not todo:
+                continue
+            cluster_up(args.cluster_name, hosts, link)
+            try:
+                for model, hook, path, tag in todo:
+                    m = MODELS[model]
+                    logs = os.path.join(args.log_dir, tag)
+                    os.makedirs(logs, exist_ok=True)
+                    example = ([os.path.join(args.examples, m["script"])] + m["args"] +
+                               HOOKS[hook] + ["--summary-json", path + ".tmp"])
+                    if not args.full:
+                        example += m["speed_args"] + ["--max-steps", str(args.steps),
+                                                      "--warmup-steps", "2"]
+                        if hook.startswith("powersgd"):
+                            example += ["--powersgd-start-iter", "2"]
+                    cmd = [CLUSTER, "--name", args.cluster_name, "run", "--each", "--timeout",
+                           str(args.timeout), "--port", str(port), "--logs", logs, "--",
+                           "env", f"PYTHONPATH={args.pythonpath}", "OMP_NUM_THREADS=1",
+                           PYTHON] + example
+                    port += 1
+                    log(f"speed {tag} ...")
+                    before = counters(args.cluster_name)
+                    rc, out, wall = run_logged(cmd, args.timeout + 60)
+                    after = counters(args.cluster_name)
+                    for n in sorted(os.listdir(logs)):
+                        with open(os.path.join(logs, n), errors="replace") as f:
+                            out += f"\n--- {n}\n" + f.read()
+                    if rc == 0 and os.path.exists(path + ".tmp"):
+                        with open(path + ".tmp") as f:
+                            s = json.load(f)
+                        s.update(hosts=hosts, link=link, machine=machine(), wall_run_s=wall,
+                                 command=shlex.join(["scripts/cluster.sh", "run", "--each",
+                                                     "--", "/usr/bin/python3"] +
+                                                    [os.path.relpath(example[0], args.examples)]
+                                                    + example[1:-1]),
+                                 link_run_tx_bytes=sum(after[h][1] - before[h][1]
+                                                       for h in after if h in before))
+                        with open(path, "w") as f:
+                            json.dump(s, f, indent=1)
+                        os.remove(path + ".tmp")
+                        log(f"  {s['step_time_mean_s']:.3f} s/step  "
+                            f"{s.get('link_tx_per_host_step', 0):,.0f} B/step/host on the link")
+                    else:
+                        record_failure(path, cmd, rc, out)
+                        log(f"  FAILED (exit {rc}): {' / '.join(error_lines(out))}")
+            finally:
+                sh([CLUSTER, "--name", args.cluster_name, "down"], check=False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("part", choices=("accuracy", "speed", "report"))
+    ap.add_argument("--models", default="resnet18,gpt")
+    ap.add_argument("--hooks", default=",".join(ORDER))
+    ap.add_argument("--seeds", default="0", help="accuracy: comma list")
+    ap.add_argument("--hosts", default="4", help="speed: comma list of host counts")
+    ap.add_argument("--links", default="100mbit,1gbit,unshaped", help="speed: comma list")
+    ap.add_argument("--steps", type=int, default=10,
+                    help="speed: steps per run (the first 2, PowerSGD's first 4, untimed)")
+    ap.add_argument("--full", action="store_true",
+                    help="speed: run the whole schedule (to check the time-to-target estimate)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    ap.add_argument("--cluster-name", default="ddpr")
+    ap.add_argument("--port", type=int, default=29710)
+    ap.add_argument("--examples", default=os.path.join(ROOT, "examples"),
+                    help="the examples folder (a copy keeps a long sweep off a changing tree)")
+    ap.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--log-dir", default="/tmp/ddp_real_logs")
+    args = ap.parse_args()
+    for m in args.models.split(","):
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}; one of {', '.join(MODELS)}")
+    for h in args.hooks.split(","):
+        if h not in HOOKS:
+            ap.error(f"unknown hook {h!r}; one of {', '.join(HOOKS)}")
+    if args.part == "accuracy":
+        accuracy(args)
+    elif args.part == "speed":
+        speed(args)
+    else:
+        import ddp_real_report
+        ddp_real_report.main(args)
+
+
+if __name__ == "__main__":
+    main()
