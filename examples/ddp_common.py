@@ -7,7 +7,6 @@ A script imports this module from its own folder (examples/); it is not a public
 API of the adacomp package.
 """
 
-import argparse
 import datetime
 import gzip
 import hashlib
@@ -24,14 +23,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch import nn
 
-from ddp_hooks import CommHook, ddp_wrap  # noqa: E402,F401 - re-exported for the scripts
+from ddp_hooks import (HOOKS, LAYER_TYPES, CommHook, add_hook_args,  # noqa: E402,F401
+                       bin_sizes, ddp_wrap, layer_type_list)  # re-exported for the scripts
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
-LAYER_TYPES = ("conv", "fc", "lstm", "other", "attention", "mlp", "embedding",
-               "norm")  # the hook's (adacomp.torch.LAYER_TYPES)
-HOOKS = ("none", "fp16", "powersgd", "adacomp")
 
 
 # ----- data ---------------------------------------------------------------------------------
@@ -100,35 +96,6 @@ def link_bytes(iface):
         return None
 
 
-def bin_sizes(text):
-    """"conv=25,fc=250" -> {"conv": 25, "fc": 250}: the hook checks the layer types."""
-    out = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        try:
-            size = int(value)
-        except ValueError:
-            size = 0
-        name = name.strip()
-        if not sep or size < 1 or name in out:
-            raise argparse.ArgumentTypeError(
-                f"not TYPE=SIZE,... with a positive size per layer type: {text!r}")
-        if name not in LAYER_TYPES:
-            raise argparse.ArgumentTypeError(
-                f"unknown layer type {name!r} in {text!r}; one of {', '.join(LAYER_TYPES)}")
-        out[name] = size
-    return out
-
-
-def layer_type_list(text):
-    """"other,conv" -> ("other", "conv")."""
-    out = tuple(t.strip() for t in text.split(",") if t.strip())
-    bad = [t for t in out if t not in LAYER_TYPES]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown layer type(s) {bad}; one of {LAYER_TYPES}")
-    return out
-
-
 def sync_buffers(model):
     """Rank 0's buffers (BatchNorm statistics) on every rank. DDP broadcasts them at the
     start of each forward, so after a training forward each rank has its own; before an
@@ -193,40 +160,7 @@ def add_common_args(ap):
     g.add_argument("--warmup-steps", type=int, default=2,
                    help="steps left out of the time per step (PowerSGD: counted from "
                         "start_powerSGD_iter)")
-    g = ap.add_argument_group("communication hook")
-    g.add_argument("--hook", choices=HOOKS, default="adacomp",
-                   help="none: DDP's all-reduce; fp16 and powersgd: torch's hooks; adacomp "
-                        "(default)")
-    g.add_argument("--bucket-cap-mb", type=float, default=0,
-                   help="DDP's bucket_cap_mb (default DDP's 25; with powersgd: above the "
-                        "model's size, see --help of the script)")
-    g.add_argument("--powersgd-rank", type=int, default=1,
-                   help="powersgd: matrix_approximation_rank (default 1)")
-    g.add_argument("--powersgd-start-iter", type=int, default=0,
-                   help="powersgd: start_powerSGD_iter (default 10%% of --steps, at least 2)")
-    g.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
-    g.add_argument("--bin-size", type=int, default=0,
-                   help="adacomp hook: one bin size for every tensor (default: conv 50, fc "
-                        "500, other 500)")
-    g.add_argument("--bin-sizes", type=bin_sizes, default={},
-                   help="adacomp hook: bin sizes per layer type, e.g. conv=25,fc=250")
-    g.add_argument("--values", choices=("ternary", "fp16", "fp32"), default="ternary",
-                   help="adacomp hook: value mode of the selected elements")
-    g.add_argument("--dense-types", type=layer_type_list, default=(),
-                   help="adacomp hook: layer types sent uncompressed, e.g. other")
-    g.add_argument("--no-overlap", action="store_true",
-                   help="adacomp hook: exchange and decode each bucket inside the hook")
-    g.add_argument("--exchange", choices=("allgather", "reduce-scatter", "auto"),
-                   default="allgather",
-                   help="adacomp hook: how frames travel (AdaCompState's exchange)")
-    g.add_argument("--summed-values", choices=("fp32", "fp16"), default="fp32",
-                   help="adacomp hook: the reduce-scatter's averaged slices")
-    g.add_argument("--ramp-steps", type=int, default=0,
-                   help="adacomp hook: bin-size ramp over the first N steps (0: off)")
-    g.add_argument("--ramp-start", type=int, default=8, help="adacomp hook: the ramp's first L_T")
-    g.add_argument("--ramp-stages", type=int, default=4, help="adacomp hook: the ramp's stages")
-    g.add_argument("--adapt-threshold", type=float, default=0.0,
-                   help="adacomp hook: adaptive bin size threshold (0: off)")
+    add_hook_args(ap)
     g = ap.add_argument_group("outputs and checkpoints")
     g.add_argument("--summary-json", default="", help="rank 0 writes the run's figures here")
     g.add_argument("--checkpoint-dir", default="",

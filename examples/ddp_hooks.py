@@ -1,14 +1,93 @@
 """The communication hooks of the DDP example scripts (CommHook: none, torch's fp16
 and PowerSGD hooks, the AdaComp hook; their byte counters and checkpoint state) and
-the DDP wrapper that sets the buckets each needs (ddp_wrap). Used through
-ddp_common; not a public API of the adacomp package.
+the DDP wrapper that sets the buckets each needs (ddp_wrap), and their command-line
+options (add_hook_args). Used through ddp_common; not a public API of the adacomp
+package.
 """
 
+import argparse
 import math
 import time
 
 import torch.distributed as dist
 from torch import nn
+
+LAYER_TYPES = ("conv", "fc", "lstm", "other", "attention", "mlp", "embedding",
+               "norm")  # the hook's (adacomp.torch.LAYER_TYPES)
+HOOKS = ("none", "fp16", "powersgd", "adacomp")
+
+
+# ----- options ------------------------------------------------------------------------------
+
+def bin_sizes(text):
+    """"conv=25,fc=250" -> {"conv": 25, "fc": 250}: the hook checks the layer types."""
+    out = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        name = name.strip()
+        if not sep or size < 1 or name in out:
+            raise argparse.ArgumentTypeError(
+                f"not TYPE=SIZE,... with a positive size per layer type: {text!r}")
+        if name not in LAYER_TYPES:
+            raise argparse.ArgumentTypeError(
+                f"unknown layer type {name!r} in {text!r}; one of {', '.join(LAYER_TYPES)}")
+        out[name] = size
+    return out
+
+
+def layer_type_list(text):
+    """"other,conv" -> ("other", "conv")."""
+    out = tuple(t.strip() for t in text.split(",") if t.strip())
+    bad = [t for t in out if t not in LAYER_TYPES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown layer type(s) {bad}; one of {LAYER_TYPES}")
+    return out
+
+
+
+def add_hook_args(ap):
+    """The communication hook's options of every model script."""
+    g = ap.add_argument_group("communication hook")
+    g.add_argument("--hook", choices=HOOKS, default="adacomp",
+                   help="none: DDP's all-reduce; fp16 and powersgd: torch's hooks; adacomp "
+                        "(default)")
+    g.add_argument("--bucket-cap-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb (default DDP's 25; with powersgd: above the "
+                        "model's size, see --help of the script)")
+    g.add_argument("--powersgd-rank", type=int, default=1,
+                   help="powersgd: matrix_approximation_rank (default 1)")
+    g.add_argument("--powersgd-start-iter", type=int, default=0,
+                   help="powersgd: start_powerSGD_iter (default 10%% of --steps, at least 2)")
+    g.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
+    g.add_argument("--bin-size", type=int, default=0,
+                   help="adacomp hook: one bin size for every tensor (default: conv 50, fc "
+                        "500, other 500)")
+    g.add_argument("--bin-sizes", type=bin_sizes, default={},
+                   help="adacomp hook: bin sizes per layer type, e.g. conv=25,fc=250")
+    g.add_argument("--values", choices=("ternary", "fp16", "fp32"), default="ternary",
+                   help="adacomp hook: value mode of the selected elements")
+    g.add_argument("--dense-types", type=layer_type_list, default=(),
+                   help="adacomp hook: layer types sent uncompressed, e.g. other")
+    g.add_argument("--no-overlap", action="store_true",
+                   help="adacomp hook: exchange and decode each bucket inside the hook")
+    g.add_argument("--exchange", choices=("allgather", "reduce-scatter", "auto"),
+                   default="allgather",
+                   help="adacomp hook: how frames travel (AdaCompState's exchange)")
+    g.add_argument("--summed-values", choices=("fp32", "fp16"), default="fp32",
+                   help="adacomp hook: the reduce-scatter's averaged slices")
+    g.add_argument("--ramp-steps", type=int, default=0,
+                   help="adacomp hook: bin-size ramp over the first N steps (0: off)")
+    g.add_argument("--ramp-start", type=int, default=8, help="adacomp hook: the ramp's first L_T")
+    g.add_argument("--ramp-stages", type=int, default=4, help="adacomp hook: the ramp's stages")
+    g.add_argument("--adapt-threshold", type=float, default=0.0,
+                   help="adacomp hook: adaptive bin size threshold (0: off)")
+
+
+# ----- the hooks ----------------------------------------------------------------------------
 
 
 class CommHook:
