@@ -55,8 +55,8 @@ def _layout(bucket, buf, entry):
 
 
 def _non_finite(arr, layout):
-    """The error for the bucket's first non-finite element, or None if all are finite.
-    The whole bucket is checked before anything in it is compressed."""
+    """The error for the bucket's first non-finite element, or None if all are finite
+    (on the failure path only: the compressors check their own slices)."""
     bad = _adacomp.find_non_finite(arr)
     if bad is None:
         return None

@@ -452,17 +452,19 @@ class AdaCompState:
             error = exc
         arr = ex.work.numpy() if error is None else None
         if error is None and not ex.skipped:
-            error = _non_finite(arr, ex.layout)  # the whole bucket, before any compression
-            if error is None:
-                self._snapshot(ex.layout)
-                for e, off, n in ex.layout:
-                    try:
-                        self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
-                        frames.append(e.compressor.compress(arr[off:off + n]))
-                    except Exception as exc:
-                        error = type(exc)(f"adacomp hook: parameter {e.name!r}: {exc}")
-                        break
-                    ex.stats.append(e.compressor.last_stats)
+            # Every codec checks its gradient for non-finite elements before it changes
+            # anything, so no pass of its own here: a non-finite element fails the
+            # parameter's compress, and the step's rollback undoes the ones before it.
+            self._snapshot(ex.layout)
+            for e, off, n in ex.layout:
+                try:
+                    self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
+                    frames.append(e.compressor.compress(arr[off:off + n]))
+                except Exception as exc:
+                    error = _non_finite(arr, ex.layout) or type(exc)(
+                        f"adacomp hook: parameter {e.name!r}: {exc}")
+                    break
+                ex.stats.append(e.compressor.last_stats)
         ex.error = error
         if error is not None or ex.skipped:
             ex.payload = None
