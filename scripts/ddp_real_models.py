@@ -23,7 +23,7 @@ The schedules (sized for 2 shared cores; say so wherever a figure is quoted):
 - resnet18: 4 processes x batch 16, 150 steps (9,600 images, 0.16 epoch), SGD
   momentum 0.9, lr 0.05, 5 % warm-up then cosine; evaluations every 25 steps on
   the first 2,000 test images.
-- gpt: 4 layers, dim 320, 5 heads, context 128 (5.0M parameters); 4 processes x
+- gpt: 4 layers, dim 320, 5 heads, context 128 (5.06M parameters); 4 processes x
   8 windows, 250 steps (1.0M training bytes seen); AdamW, lr 1e-3, warm-up 5 %,
   cosine to 0.1 x; evaluations every 25 steps on 64 held-out windows (8,192 bytes).
 """
@@ -240,7 +240,7 @@ def main():
     ap.add_argument("--seeds", default="0", help="accuracy: comma list")
     ap.add_argument("--hosts", default="4", help="speed: comma list of host counts")
     ap.add_argument("--links", default="100mbit,1gbit,unshaped", help="speed: comma list")
-    ap.add_argument("--steps", type=int, default=10,
+    ap.add_argument("--steps", type=int, default=12,
                     help="speed: steps per run (the first 2, PowerSGD's first 4, untimed)")
     ap.add_argument("--full", action="store_true",
                     help="speed: run the whole schedule (to check the time-to-target estimate)")
