@@ -201,390 +201,390 @@ FULL_DIR = results_full.FULL_DIR
 
 
 def length_tag(length):
-  kind, n = length
-  return ("e%d" % n) if kind == "epochs" else ("s%d" % n)
+    kind, n = length
+    return ("e%d" % n) if kind == "epochs" else ("s%d" % n)
 
 
 def length_args(length):
-  kind, n = length
-  return ["--epochs", str(n)] if kind == "epochs" else ["--steps", str(n)]
+    kind, n = length
+    return ["--epochs", str(n)] if kind == "epochs" else ["--steps", str(n)]
 
 
 def make_configs(scale, cifar_dir):
-  """The ordered list of runs: most important first."""
-  s = SCALES[scale]
-  runs = []
+    """The ordered list of runs: most important first."""
+    s = SCALES[scale]
+    runs = []
 
-  def add(table, model, compressor, optimizer, learners, batch, length,
-          extra=(), lr=None, data_label=None):
-    rid = "%s_%s_%s_P%d_B%d_%s" % (model, compressor, optimizer, learners,
-                                   batch, length_tag(length))
-    if lr is not None:
-      rid += "_lr%g" % lr
-    args = ["--model", model, "--codec", compressor, "--optimizer",
-            optimizer, "--learners", str(learners), "--batch-size",
-            str(batch)] + length_args(length)
-    if lr is not None:
-      args += ["--lr", repr(lr)]
-    args += list(extra)
-    runs.append({"id": rid, "table": table, "args": args,
-                 "data_label": data_label})
+    def add(table, model, compressor, optimizer, learners, batch, length,
+            extra=(), lr=None, data_label=None):
+        rid = "%s_%s_%s_P%d_B%d_%s" % (model, compressor, optimizer, learners,
+                                       batch, length_tag(length))
+        if lr is not None:
+            rid += "_lr%g" % lr
+        args = ["--model", model, "--codec", compressor, "--optimizer",
+                optimizer, "--learners", str(learners), "--batch-size",
+                str(batch)] + length_args(length)
+        if lr is not None:
+            args += ["--lr", repr(lr)]
+        args += list(extra)
+        runs.append({"id": rid, "table": table, "args": args,
+                     "data_label": data_label})
 
-  # Table 1: the four models, dense vs AdaComp, SGD+momentum and Adam, P=4.
-  def four_models(optimizer):
-    for comp in ("dense", "adacomp"):
-      add("models", "mnist-cnn", comp, optimizer, 4, 128,
-          s["mnist-cnn-main"])
-    for comp in ("dense", "adacomp"):
-      add("models", "fc-dnn", comp, optimizer, 4, 128, s["fc-dnn"])
-    for comp in ("dense", "adacomp"):
-      if cifar_dir:
-        add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
-            extra=["--data-dir", cifar_dir])
-      else:
-        add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
-            data_label="Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)")
-    lr = CHAR_LSTM_ADAM_LR if optimizer == "adam" else None
-    for comp in ("dense", "adacomp"):
-      add("models", "char-lstm", comp, optimizer, 4, 128, s["char-lstm"],
-          lr=lr)
+    # Table 1: the four models, dense vs AdaComp, SGD+momentum and Adam, P=4.
+    def four_models(optimizer):
+        for comp in ("dense", "adacomp"):
+            add("models", "mnist-cnn", comp, optimizer, 4, 128,
+                s["mnist-cnn-main"])
+        for comp in ("dense", "adacomp"):
+            add("models", "fc-dnn", comp, optimizer, 4, 128, s["fc-dnn"])
+        for comp in ("dense", "adacomp"):
+            if cifar_dir:
+                add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
+                    extra=["--data-dir", cifar_dir])
+            else:
+                add("models", "cifar-cnn", comp, optimizer, 4, 128, s["cifar-cnn"],
+                    data_label="Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)")
+        lr = CHAR_LSTM_ADAM_LR if optimizer == "adam" else None
+        for comp in ("dense", "adacomp"):
+            add("models", "char-lstm", comp, optimizer, 4, 128, s["char-lstm"],
+                lr=lr)
 
-  four_models("sgd")
-  four_models("adam")
-  sweep = s["mnist-cnn-sweep"]
-  # Reference rows for the sweeps (P=4, B=128, SGD) and the baselines.
-  for comp in ("dense", "adacomp") + BASELINES:
-    add("baselines", "mnist-cnn", comp, "sgd", 4, 128, sweep)
-  for p in (1, 16):
-    for comp in ("dense", "adacomp"):
-      add("learners", "mnist-cnn", comp, "sgd", p, 128, sweep)
-  for b in (64, 256):
-    for comp in ("dense", "adacomp"):
-      add("batch", "mnist-cnn", comp, "sgd", 4, b, sweep)
-  # Run order: the longest rows of table 1 (mnist-cnn with Adam) after the
-  # learner sweep, so that a run cut short loses the least. The doc's row
-  # order does not depend on this.
-  def rank(c):
-    if c["table"] == "models" and "mnist-cnn_" in c["id"] and "_adam_" in c["id"]:
-      return 2.5
-    return {"models": 0, "baselines": 1, "learners": 2, "batch": 3}[c["table"]]
-  for i, c in enumerate(runs):
-    c["order"] = i
-  return sorted(runs, key=lambda c: (rank(c), c["order"]))
+    four_models("sgd")
+    four_models("adam")
+    sweep = s["mnist-cnn-sweep"]
+    # Reference rows for the sweeps (P=4, B=128, SGD) and the baselines.
+    for comp in ("dense", "adacomp") + BASELINES:
+        add("baselines", "mnist-cnn", comp, "sgd", 4, 128, sweep)
+    for p in (1, 16):
+        for comp in ("dense", "adacomp"):
+            add("learners", "mnist-cnn", comp, "sgd", p, 128, sweep)
+    for b in (64, 256):
+        for comp in ("dense", "adacomp"):
+            add("batch", "mnist-cnn", comp, "sgd", 4, b, sweep)
+    # Run order: the longest rows of table 1 (mnist-cnn with Adam) after the
+    # learner sweep, so that a run cut short loses the least. The doc's row
+    # order does not depend on this.
+    def rank(c):
+        if c["table"] == "models" and "mnist-cnn_" in c["id"] and "_adam_" in c["id"]:
+            return 2.5
+        return {"models": 0, "baselines": 1, "learners": 2, "batch": 3}[c["table"]]
+    for i, c in enumerate(runs):
+        c["order"] = i
+    return sorted(runs, key=lambda c: (rank(c), c["order"]))
 
 
 def make_full_configs(cifar_dir):
-  """--scale full, in run order: seed 1 of every cell first, so that a run
-  cut short still has every cell once; then the other seeds; then the
-  mnist-cnn sweeps (learners, batch sizes, baselines) at seed 1."""
-  runs = []
+    """--scale full, in run order: seed 1 of every cell first, so that a run
+    cut short still has every cell once; then the other seeds; then the
+    mnist-cnn sweeps (learners, batch sizes, baselines) at seed 1."""
+    runs = []
 
-  def add(table, model, codec, optimizer, seed, learners=4, batch=128,
-          extra=(), tag="", length=None):
-    epochs, decay = length or FULL_LENGTHS[model]
-    rid = "%s_%s_%s_P%d_B%d_e%d_s%d%s" % (model, codec, optimizer, learners,
-                                          batch, epochs, seed, tag)
-    args = ["--model", model, "--codec", codec, "--optimizer", optimizer,
-            "--learners", str(learners), "--batch-size", str(batch),
-            "--epochs", str(epochs),
-            "--lr-decay-epochs", ",".join(str(e) for e in decay),
-            "--seed", str(seed)]
-    data_label = None
-    if model == "cifar-cnn":
-      if cifar_dir:
-        args += ["--data-dir", cifar_dir]
-      else:
-        data_label = "Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)"
-    args += list(extra)
-    runs.append({"id": rid, "table": table, "args": args,
-                 "data_label": data_label, "seed": seed, "tag": tag,
-                 "out_dir": FULL_DIR, "metrics": True})
+    def add(table, model, codec, optimizer, seed, learners=4, batch=128,
+            extra=(), tag="", length=None):
+        epochs, decay = length or FULL_LENGTHS[model]
+        rid = "%s_%s_%s_P%d_B%d_e%d_s%d%s" % (model, codec, optimizer, learners,
+                                              batch, epochs, seed, tag)
+        args = ["--model", model, "--codec", codec, "--optimizer", optimizer,
+                "--learners", str(learners), "--batch-size", str(batch),
+                "--epochs", str(epochs),
+                "--lr-decay-epochs", ",".join(str(e) for e in decay),
+                "--seed", str(seed)]
+        data_label = None
+        if model == "cifar-cnn":
+            if cifar_dir:
+                args += ["--data-dir", cifar_dir]
+            else:
+                data_label = "Fashion-MNIST padded to 32x32x3 (no CIFAR-10 here)"
+        args += list(extra)
+        runs.append({"id": rid, "table": table, "args": args,
+                     "data_label": data_label, "seed": seed, "tag": tag,
+                     "out_dir": FULL_DIR, "metrics": True})
 
-  for seed in FULL_SEEDS:
-    for model in ("mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"):
-      for optimizer in ("sgd", "adam"):
+    for seed in FULL_SEEDS:
+        for model in ("mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"):
+            for optimizer in ("sgd", "adam"):
+                for codec in ("dense", "adacomp"):
+                    add("models", model, codec, optimizer, seed)
+    # Remedies (options beside the paper's default, never instead of it),
+    # seed 1, each against the same cell's dense and default AdaComp rows. The
+    # settings come from the residue diagnostics (results/diagnosis.md).
+    for model, opt, tag, extra in REMEDIES:
+        add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
+    # Dense with the same options where they are not codec options (a learning
+    # rate, clipping): the remedy must beat the strongest dense run.
+    for model, opt, tag, extra in REMEDIES:
+        if set(extra[::2]) <= set(TRAINING_OPTIONS):
+            add("remedies", model, "dense", opt, 1, extra=extra, tag=tag)
+    # Is char-lstm trained to the end at 6 epochs? Dense's training loss is
+    # still falling at the first decay, and both dense and AdaComp do better at
+    # lr 2 than at the default 1: twice as long (the schedule of the 12-epoch
+    # models) at lr 2.
+    # At 12 epochs the gap halved (0.067 -> 0.034) and dense still gained 0.06:
+    # 24 epochs (x0.1 at 12 and 18) shows whether it keeps closing.
+    for length in ((12, (6, 9)), (24, (12, 18))):
         for codec in ("dense", "adacomp"):
-          add("models", model, codec, optimizer, seed)
-  # Remedies (options beside the paper's default, never instead of it),
-  # seed 1, each against the same cell's dense and default AdaComp rows. The
-  # settings come from the residue diagnostics (results/diagnosis.md).
-  for model, opt, tag, extra in REMEDIES:
-    add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
-  # Dense with the same options where they are not codec options (a learning
-  # rate, clipping): the remedy must beat the strongest dense run.
-  for model, opt, tag, extra in REMEDIES:
-    if set(extra[::2]) <= set(TRAINING_OPTIONS):
-      add("remedies", model, "dense", opt, 1, extra=extra, tag=tag)
-  # Is char-lstm trained to the end at 6 epochs? Dense's training loss is
-  # still falling at the first decay, and both dense and AdaComp do better at
-  # lr 2 than at the default 1: twice as long (the schedule of the 12-epoch
-  # models) at lr 2.
-  # At 12 epochs the gap halved (0.067 -> 0.034) and dense still gained 0.06:
-  # 24 epochs (x0.1 at 12 and 18) shows whether it keeps closing.
-  for length in ((12, (6, 9)), (24, (12, 18))):
-    for codec in ("dense", "adacomp"):
-      add("longer", "char-lstm", codec, "sgd", 1, length=length,
-          extra=["--lr", "2"], tag="_lr2x")
-  # At 6 epochs AdaComp is best at lr 4 (1.686; 2: 1.712) where dense at lr 4
-  # fails to train (2.363): AdaComp at lr 4 for 12 epochs against dense at 2.
-  add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
-      extra=["--lr", "4"], tag="_lr4x")
-  # The gap at each one's best lr went 0.041 (6 epochs) -> 0.027 (12): at 24?
-  add("longer", "char-lstm", "adacomp", "sgd", 1, length=(24, (12, 18)),
-      extra=["--lr", "4"], tag="_lr4x")
-  # With clipping dense is at its best at lr 8 (1.588 at 6 epochs), AdaComp
-  # at lr 4 (1.683; lr 8: 1.720): does that gap close over 12 epochs?
-  add("longer", "char-lstm", "dense", "sgd", 1, length=(12, (6, 9)),
-      extra=["--lr", "8", "--clip-grad-norm", "0.25"], tag="_lr8x_clip")
-  add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
-      extra=["--lr", "4", "--clip-grad-norm", "0.25"], tag="_lr4x_clip")
-  # 12 epochs left AdaComp at lr 4 0.027 behind dense; at 6 epochs lstm=250
-  # added 0.008 to lr 2 (at 0.62 of the rate): both together.
-  add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
-      extra=["--lr", "4", "--bin-sizes", "lstm=250"], tag="_lr4x_lstm250")
-  # The recommended settings over three seeds (seed 1 is the remedies
-  # table's run of the same tag): AdaComp's and the strongest dense run's.
-  for model, opt, settings in RECOMMENDED:
-    for seed in FULL_SEEDS[1:]:
-      for codec, tag, extra in settings:
-        if tag:  # untagged: the main table's runs, already listed
-          add("recommended", model, codec, opt, seed, extra=extra, tag=tag)
-  for codec in BASELINES:
-    add("baselines", "mnist-cnn", codec, "sgd", 1)
-  for p in (1, 16):
-    for codec in ("dense", "adacomp"):
-      add("learners", "mnist-cnn", codec, "sgd", 1, learners=p)
-  # The learner sweep's second seed (its gaps at seed 1: -0.12 and +0.12 pt).
-  for p in (1, 16):
-    for codec in ("dense", "adacomp"):
-      add("learners", "mnist-cnn", codec, "sgd", 2, learners=p)
-  # One learner ends -0.60 pt at seed 2: momentum correction on the fc
-  # weights, which closed batch 512, at both seeds.
-  for seed in (1, 2):
-    add("learners", "mnist-cnn", "adacomp", "sgd", seed, learners=1,
-        extra=["--local-optimizer-types", "fc"], tag="_mcfc")
-  for b in (64, 256, 512):
-    for codec in ("dense", "adacomp"):
-      add("batch", "mnist-cnn", codec, "sgd", 1, batch=b)
-  # At lr 0.02 dense itself is undertrained at batch 512 (89.54% against
-  # 91.58% at 128): the learning rate scaled with the batch (0.02 x B / 128),
-  # as a user would run it.
-  for b in (64, 256, 512):
-    for codec in ("dense", "adacomp"):
-      add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
-          extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
-  # With the lr scaled to batch 256 and 512 AdaComp falls behind (-0.53 and
-  # -1.02 pt): larger steps, as on char-lstm, where momentum correction let
-  # AdaComp keep up with dense at lr 8.
-  for b in (256, 512):
-    add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-        extra=["--lr", "%g" % (0.02 * b / 128), "--momentum-correction"], tag="_lrB_mc")
-  # Fewer, larger steps: at batch 512 an epoch is 117 steps, and fc weights
-  # wait 400-600 steps in the residue at L_T 500 (results/diagnosis.md), a
-  # third of the whole run. Half the bin sizes (fc; fc and conv) halve the
-  # wait at about half the rate.
-  for b in (256, 512):
-    add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-        extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "fc=250"], tag="_lrB_fc250")
-    add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-        extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
-        tag="_lrB_bins2")
-  # Large-batch training scales the lr with a warm-up (Goyal et al.: linear
-  # over the first epochs): one epoch here, dense and AdaComp alike.
-  for b in (256, 512):
-    for codec in ("dense", "adacomp"):
-      add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
-          extra=["--lr", "%g" % (0.02 * b / 128), "--lr-warmup-steps", str(60000 // b)],
-          tag="_lrB_wu1")
-  # A second seed of the batch sweep with the lr scaled to the batch (at lr
-  # 0.02 dense itself is mistuned at 256 and 512): are its gaps beyond noise?
-  for b in (64, 256, 512):
-    for codec in ("dense", "adacomp"):
-      add("batch", "mnist-cnn", codec, "sgd", 2, batch=b,
-          extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
-  # Half the conv and fc bin sizes took batch 512 from -1.02 to -0.16 pt at
-  # seed 1 (256: no change, -0.53): the second seed of both.
-  for b in (256, 512):
-    add("batch", "mnist-cnn", "adacomp", "sgd", 2, batch=b,
-        extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
-        tag="_lrB_bins2")
-  # At seed 2 the halved bins did not help at 512 (-1.58 pt; default -1.41).
-  # Is it the number of steps, 1404 at batch 512 against 5616 at 128, in
-  # which each element is sent about a quarter as often per example? Bins a
-  # quarter of the size (L_T x 128 / B, every type) send each element about
-  # as often per example as at batch 128: a diagnostic, at a quarter of the
-  # rate.
-  for seed in (1, 2):
-    add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=512,
-        extra=["--lr", "0.08", "--bin-sizes", "conv=12,fc=125,other=125"], tag="_lrB_bins4")
-  # Four times the step: an element released from the residue carries four
-  # times the gradient into the momentum, as on char-lstm at lr 8, where
-  # momentum correction closed the gap. On CNNs its factor masking of the
-  # conv weights costs (batch 128), so on the fc weights only.
-  for seed in (1, 2):
-    for b in (512, 256):
-      add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=b,
-          extra=["--lr", "%g" % (0.02 * b / 128), "--local-optimizer-types", "fc"],
-          tag="_lrB_mcfc")
-  # Batch 512, where the default misses most: a third seed of dense, the
-  # default and momentum correction on the fc weights.
-  add("batch", "mnist-cnn", "dense", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
-  add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
-  add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512,
-      extra=["--lr", "0.08", "--local-optimizer-types", "fc"], tag="_lrB_mcfc")
-  # Batch 256, where the default misses narrowly (-0.38 pt over two seeds):
-  # a third seed of dense, the default and both remedies.
-  for codec, tag, extra in (("dense", "_lrB", []), ("adacomp", "_lrB", []),
-                            ("adacomp", "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"]),
-                            ("adacomp", "_lrB_mcfc", ["--local-optimizer-types", "fc"])):
-    add("batch", "mnist-cnn", codec, "sgd", 3, batch=256, extra=["--lr", "0.04"] + extra,
-        tag=tag)
-  # Is local Adam's lead on char-lstm the optimizer or the compression?
-  # Dense with the same optimizer on each learner (every tensor sent dense,
-  # so nothing is masked: each learner's Adam step, averaged).
-  add("remedies", "char-lstm", "dense", "adam", 1, extra=["--lr", "0.016", "--local-optimizer"],
-      tag="_lr8x_local")
-  for i, c in enumerate(runs):
-    c["order"] = i
-  return runs
+            add("longer", "char-lstm", codec, "sgd", 1, length=length,
+                extra=["--lr", "2"], tag="_lr2x")
+    # At 6 epochs AdaComp is best at lr 4 (1.686; 2: 1.712) where dense at lr 4
+    # fails to train (2.363): AdaComp at lr 4 for 12 epochs against dense at 2.
+    add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
+        extra=["--lr", "4"], tag="_lr4x")
+    # The gap at each one's best lr went 0.041 (6 epochs) -> 0.027 (12): at 24?
+    add("longer", "char-lstm", "adacomp", "sgd", 1, length=(24, (12, 18)),
+        extra=["--lr", "4"], tag="_lr4x")
+    # With clipping dense is at its best at lr 8 (1.588 at 6 epochs), AdaComp
+    # at lr 4 (1.683; lr 8: 1.720): does that gap close over 12 epochs?
+    add("longer", "char-lstm", "dense", "sgd", 1, length=(12, (6, 9)),
+        extra=["--lr", "8", "--clip-grad-norm", "0.25"], tag="_lr8x_clip")
+    add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
+        extra=["--lr", "4", "--clip-grad-norm", "0.25"], tag="_lr4x_clip")
+    # 12 epochs left AdaComp at lr 4 0.027 behind dense; at 6 epochs lstm=250
+    # added 0.008 to lr 2 (at 0.62 of the rate): both together.
+    add("longer", "char-lstm", "adacomp", "sgd", 1, length=(12, (6, 9)),
+        extra=["--lr", "4", "--bin-sizes", "lstm=250"], tag="_lr4x_lstm250")
+    # The recommended settings over three seeds (seed 1 is the remedies
+    # table's run of the same tag): AdaComp's and the strongest dense run's.
+    for model, opt, settings in RECOMMENDED:
+        for seed in FULL_SEEDS[1:]:
+            for codec, tag, extra in settings:
+                if tag:  # untagged: the main table's runs, already listed
+                    add("recommended", model, codec, opt, seed, extra=extra, tag=tag)
+    for codec in BASELINES:
+        add("baselines", "mnist-cnn", codec, "sgd", 1)
+    for p in (1, 16):
+        for codec in ("dense", "adacomp"):
+            add("learners", "mnist-cnn", codec, "sgd", 1, learners=p)
+    # The learner sweep's second seed (its gaps at seed 1: -0.12 and +0.12 pt).
+    for p in (1, 16):
+        for codec in ("dense", "adacomp"):
+            add("learners", "mnist-cnn", codec, "sgd", 2, learners=p)
+    # One learner ends -0.60 pt at seed 2: momentum correction on the fc
+    # weights, which closed batch 512, at both seeds.
+    for seed in (1, 2):
+        add("learners", "mnist-cnn", "adacomp", "sgd", seed, learners=1,
+            extra=["--local-optimizer-types", "fc"], tag="_mcfc")
+    for b in (64, 256, 512):
+        for codec in ("dense", "adacomp"):
+            add("batch", "mnist-cnn", codec, "sgd", 1, batch=b)
+    # At lr 0.02 dense itself is undertrained at batch 512 (89.54% against
+    # 91.58% at 128): the learning rate scaled with the batch (0.02 x B / 128),
+    # as a user would run it.
+    for b in (64, 256, 512):
+        for codec in ("dense", "adacomp"):
+            add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
+                extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
+    # With the lr scaled to batch 256 and 512 AdaComp falls behind (-0.53 and
+    # -1.02 pt): larger steps, as on char-lstm, where momentum correction let
+    # AdaComp keep up with dense at lr 8.
+    for b in (256, 512):
+        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
+            extra=["--lr", "%g" % (0.02 * b / 128), "--momentum-correction"], tag="_lrB_mc")
+    # Fewer, larger steps: at batch 512 an epoch is 117 steps, and fc weights
+    # wait 400-600 steps in the residue at L_T 500 (results/diagnosis.md), a
+    # third of the whole run. Half the bin sizes (fc; fc and conv) halve the
+    # wait at about half the rate.
+    for b in (256, 512):
+        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
+            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "fc=250"], tag="_lrB_fc250")
+        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
+            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
+            tag="_lrB_bins2")
+    # Large-batch training scales the lr with a warm-up (Goyal et al.: linear
+    # over the first epochs): one epoch here, dense and AdaComp alike.
+    for b in (256, 512):
+        for codec in ("dense", "adacomp"):
+            add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
+                extra=["--lr", "%g" % (0.02 * b / 128), "--lr-warmup-steps", str(60000 // b)],
+                tag="_lrB_wu1")
+    # A second seed of the batch sweep with the lr scaled to the batch (at lr
+    # 0.02 dense itself is mistuned at 256 and 512): are its gaps beyond noise?
+    for b in (64, 256, 512):
+        for codec in ("dense", "adacomp"):
+            add("batch", "mnist-cnn", codec, "sgd", 2, batch=b,
+                extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
+    # Half the conv and fc bin sizes took batch 512 from -1.02 to -0.16 pt at
+    # seed 1 (256: no change, -0.53): the second seed of both.
+    for b in (256, 512):
+        add("batch", "mnist-cnn", "adacomp", "sgd", 2, batch=b,
+            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
+            tag="_lrB_bins2")
+    # At seed 2 the halved bins did not help at 512 (-1.58 pt; default -1.41).
+    # Is it the number of steps, 1404 at batch 512 against 5616 at 128, in
+    # which each element is sent about a quarter as often per example? Bins a
+    # quarter of the size (L_T x 128 / B, every type) send each element about
+    # as often per example as at batch 128: a diagnostic, at a quarter of the
+    # rate.
+    for seed in (1, 2):
+        add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=512,
+            extra=["--lr", "0.08", "--bin-sizes", "conv=12,fc=125,other=125"], tag="_lrB_bins4")
+    # Four times the step: an element released from the residue carries four
+    # times the gradient into the momentum, as on char-lstm at lr 8, where
+    # momentum correction closed the gap. On CNNs its factor masking of the
+    # conv weights costs (batch 128), so on the fc weights only.
+    for seed in (1, 2):
+        for b in (512, 256):
+            add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=b,
+                extra=["--lr", "%g" % (0.02 * b / 128), "--local-optimizer-types", "fc"],
+                tag="_lrB_mcfc")
+    # Batch 512, where the default misses most: a third seed of dense, the
+    # default and momentum correction on the fc weights.
+    add("batch", "mnist-cnn", "dense", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
+    add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
+    add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512,
+        extra=["--lr", "0.08", "--local-optimizer-types", "fc"], tag="_lrB_mcfc")
+    # Batch 256, where the default misses narrowly (-0.38 pt over two seeds):
+    # a third seed of dense, the default and both remedies.
+    for codec, tag, extra in (("dense", "_lrB", []), ("adacomp", "_lrB", []),
+                              ("adacomp", "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"]),
+                              ("adacomp", "_lrB_mcfc", ["--local-optimizer-types", "fc"])):
+        add("batch", "mnist-cnn", codec, "sgd", 3, batch=256, extra=["--lr", "0.04"] + extra,
+            tag=tag)
+    # Is local Adam's lead on char-lstm the optimizer or the compression?
+    # Dense with the same optimizer on each learner (every tensor sent dense,
+    # so nothing is masked: each learner's Adam step, averaged).
+    add("remedies", "char-lstm", "dense", "adam", 1, extra=["--lr", "0.016", "--local-optimizer"],
+        tag="_lr8x_local")
+    for i, c in enumerate(runs):
+        c["order"] = i
+    return runs
 
 
 def default_adacomp():
-  for cand in (os.environ.get("ADACOMP"),
-               os.path.join(ROOT, "build", "tools", "adacomp", "adacomp")):
-    if cand and os.access(cand, os.X_OK):
-      return cand
-  return "adacomp"
+    for cand in (os.environ.get("ADACOMP"),
+                 os.path.join(ROOT, "build", "tools", "adacomp", "adacomp")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return "adacomp"
 
 
 def result_path(cfg):
-  return os.path.join(cfg.get("out_dir", RESULTS), cfg["id"] + ".json")
+    return os.path.join(cfg.get("out_dir", RESULTS), cfg["id"] + ".json")
 
 
 def run_one(adacomp, cfg, log):
-  out = result_path(cfg)
-  os.makedirs(os.path.dirname(out), exist_ok=True)
-  tmp = out + ".tmp"
-  cmd = [adacomp, "train"] + cfg["args"] + ["--quiet", "--summary-out", tmp]
-  metrics = None
-  if cfg.get("metrics"):
-    metrics = os.path.join(os.path.dirname(out), cfg["id"] + ".metrics.jsonl")
-    cmd += ["--metrics-out", metrics + ".tmp", "--log-every", "50"]
-  log.write("== %s %s\n$ %s\n" % (cfg["id"], utc_now(),
-                                  " ".join(shlex.quote(c) for c in cmd)))
-  log.flush()
-  t0 = time.monotonic()
-  proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-  elapsed = time.monotonic() - t0
-  if proc.returncode != 0 or not os.path.exists(tmp):
-    log.write("!! %s failed with exit status %d\n" % (cfg["id"],
-                                                      proc.returncode))
+    out = result_path(cfg)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    tmp = out + ".tmp"
+    cmd = [adacomp, "train"] + cfg["args"] + ["--quiet", "--summary-out", tmp]
+    metrics = None
+    if cfg.get("metrics"):
+        metrics = os.path.join(os.path.dirname(out), cfg["id"] + ".metrics.jsonl")
+        cmd += ["--metrics-out", metrics + ".tmp", "--log-every", "50"]
+    log.write("== %s %s\n$ %s\n" % (cfg["id"], utc_now(),
+                                    " ".join(shlex.quote(c) for c in cmd)))
     log.flush()
-    return False
-  with open(tmp) as f:
-    summary = json.load(f)
-  os.unlink(tmp)
-  # Keep the files small: per-learner digests are equal when replicas agree.
-  if summary.get("replicas_identical"):
-    summary.pop("learner_weights_sha256", None)
-  summary["run"] = {
-      "id": cfg["id"],
-      "table": cfg["table"],
-      "data_label": cfg["data_label"],
-      "args": cfg["args"],
-      "elapsed_seconds": round(elapsed, 1),
-      "finished_utc": utc_now(),
-  }
-  if metrics:
-    os.replace(metrics + ".tmp", metrics)
-  keep_result(out, summary, log, cfg["id"], elapsed)
-  return True
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+    elapsed = time.monotonic() - t0
+    if proc.returncode != 0 or not os.path.exists(tmp):
+        log.write("!! %s failed with exit status %d\n" % (cfg["id"],
+                                                          proc.returncode))
+        log.flush()
+        return False
+    with open(tmp) as f:
+        summary = json.load(f)
+    os.unlink(tmp)
+    # Keep the files small: per-learner digests are equal when replicas agree.
+    if summary.get("replicas_identical"):
+        summary.pop("learner_weights_sha256", None)
+    summary["run"] = {
+        "id": cfg["id"],
+        "table": cfg["table"],
+        "data_label": cfg["data_label"],
+        "args": cfg["args"],
+        "elapsed_seconds": round(elapsed, 1),
+        "finished_utc": utc_now(),
+    }
+    if metrics:
+        os.replace(metrics + ".tmp", metrics)
+    keep_result(out, summary, log, cfg["id"], elapsed)
+    return True
 
 
 def keep_result(out, summary, log, run_id, elapsed):
-  """Writes the summary to `out` whole or not at all, and logs the run done."""
-  with open(out + ".part", "w") as f:
-    json.dump(summary, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(out + ".part", out)
-  log.write("-- %s done in %.1f s\n" % (run_id, elapsed))
-  log.flush()
+    """Writes the summary to `out` whole or not at all, and logs the run done."""
+    with open(out + ".part", "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(out + ".part", out)
+    log.write("-- %s done in %.1f s\n" % (run_id, elapsed))
+    log.flush()
 
 
 def utc_now():
-  return datetime.datetime.now(datetime.timezone.utc).strftime(
-      "%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
 
 
 # ----------------------------------------------------------------- the doc
 
 
 def load(cfg):
-  path = result_path(cfg)
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+    path = result_path(cfg)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def fmt_rate(v):
-  if v is None:
-    return "-"
-  if v >= 100:
-    return "%.0fx" % v
-  if v >= 10:
-    return "%.1fx" % v
-  return "%.2fx" % v
+    if v is None:
+        return "-"
+    if v >= 100:
+        return "%.0fx" % v
+    if v >= 10:
+        return "%.1fx" % v
+    return "%.2fx" % v
 
 
 def is_lstm(r):
-  return r["model"] == "char-lstm"
+    return r["model"] == "char-lstm"
 
 
 def metric(r):
-  """Accuracy (images) or test loss per character (char-lstm)."""
-  return lstm_loss(r) if is_lstm(r) else r["test_accuracy"]
+    """Accuracy (images) or test loss per character (char-lstm)."""
+    return lstm_loss(r) if is_lstm(r) else r["test_accuracy"]
 
 
 def lstm_loss(r):
-  return r.get("test_loss_per_char", r.get("test_loss"))
+    return r.get("test_loss_per_char", r.get("test_loss"))
 
 
 def fmt_metric(r):
-  return ("%.3f loss/char" % lstm_loss(r)) if is_lstm(r) else (
-      "%.2f%%" % (100 * r["test_accuracy"]))
+    return ("%.3f loss/char" % lstm_loss(r)) if is_lstm(r) else (
+        "%.2f%%" % (100 * r["test_accuracy"]))
 
 
 def fmt_diff(r, dense):
-  if dense is None:
-    return "(no dense run)"
-  if r is dense:
-    return "ref"
-  d = metric(r) - metric(dense)
-  if is_lstm(r):
-    return "%+.3f" % d
-  return "%+.2f pt" % (100 * d)
+    if dense is None:
+        return "(no dense run)"
+    if r is dense:
+        return "ref"
+    d = metric(r) - metric(dense)
+    if is_lstm(r):
+        return "%+.3f" % d
+    return "%+.2f pt" % (100 * d)
 
 
 def coding_share(r):
-  busy = (r["compute_seconds"] + r["compress_seconds"] +
-          r["decompress_seconds"] + r["update_seconds"])
-  if busy <= 0:
-    return "-"
-  return "%.1f%%" % (100 * (r["compress_seconds"] + r["decompress_seconds"]) /
-                      busy)
+    busy = (r["compute_seconds"] + r["compress_seconds"] +
+            r["decompress_seconds"] + r["update_seconds"])
+    if busy <= 0:
+        return "-"
+    return "%.1f%%" % (100 * (r["compress_seconds"] + r["decompress_seconds"]) /
+                        busy)
 
 
 def length_str(r):
-  kind = next(a for a in r["run"]["args"] if a in ("--epochs", "--steps"))
-  if kind == "--epochs":
-    return "%g ep (%d st)" % (r["epochs"], r["steps"])
-  return "%d st (%.2f ep)" % (r["steps"], r["epochs"])
+    kind = next(a for a in r["run"]["args"] if a in ("--epochs", "--steps"))
+    if kind == "--epochs":
+        return "%g ep (%d st)" % (r["epochs"], r["steps"])
+    return "%d st (%.2f ep)" % (r["steps"], r["epochs"])
 
 
 def group_key(r):
-  return (r["model"], r["data"], r["optimizer"], r["lr"], r["learners"],
-          r["batch_size"], r["steps"])
+    return (r["model"], r["data"], r["optimizer"], r["lr"], r["learners"],
+            r["batch_size"], r["steps"])
 
 
 COLUMNS = ("model | data | codec | opt (lr) | P | B | length | "
@@ -593,224 +593,224 @@ COLUMNS = ("model | data | codec | opt (lr) | P | B | length | "
 
 
 def table(rows):
-  lines = ["| " + COLUMNS + " |",
-           "|" + "|".join("---" for _ in COLUMNS.split("|")) + "|"]
-  dense_of = {}
-  for _, r in rows:
-    if r is not None and results_full.codec_of(r) == "dense":
-      dense_of[group_key(r)] = r
-  for cfg, r in rows:
-    if r is None:
-      lines.append("| %s | (not run) |%s" % (cfg["id"], " |" * 14))
-      continue
-    data = cfg["data_label"] or r["data"]
-    comp = results_full.codec_of(r)
-    if comp == "adacomp":
-      comp = "**adacomp**"
-    cr = r["compression_rate"]
-    lines.append("| " + " | ".join([
-        r["model"], data, comp, "%s (%g)" % (r["optimizer"], r["lr"]),
-        str(r["learners"]), str(r["batch_size"]), length_str(r),
-        fmt_metric(r), fmt_diff(r, dense_of.get(group_key(r))),
-        fmt_rate(cr["end_to_end"])] + [fmt_rate(cr[t]) for t in LAYER_TYPES] +
-        ["%.3f" % r["seconds_per_step"], coding_share(r)]) + " |")
-  return "\n".join(lines)
+    lines = ["| " + COLUMNS + " |",
+             "|" + "|".join("---" for _ in COLUMNS.split("|")) + "|"]
+    dense_of = {}
+    for _, r in rows:
+        if r is not None and results_full.codec_of(r) == "dense":
+            dense_of[group_key(r)] = r
+    for cfg, r in rows:
+        if r is None:
+            lines.append("| %s | (not run) |%s" % (cfg["id"], " |" * 14))
+            continue
+        data = cfg["data_label"] or r["data"]
+        comp = results_full.codec_of(r)
+        if comp == "adacomp":
+            comp = "**adacomp**"
+        cr = r["compression_rate"]
+        lines.append("| " + " | ".join([
+            r["model"], data, comp, "%s (%g)" % (r["optimizer"], r["lr"]),
+            str(r["learners"]), str(r["batch_size"]), length_str(r),
+            fmt_metric(r), fmt_diff(r, dense_of.get(group_key(r))),
+            fmt_rate(cr["end_to_end"])] + [fmt_rate(cr[t]) for t in LAYER_TYPES] +
+            ["%.3f" % r["seconds_per_step"], coding_share(r)]) + " |")
+    return "\n".join(lines)
 
 
 def machine():
-  model = "unknown"
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-      if line.startswith("Model name:"):
-        model = line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return "%s, %d cores (`lscpu` model name: %s), %s" % (
-      platform.machine(), os.cpu_count() or 0, model, platform.system())
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "%s, %d cores (`lscpu` model name: %s), %s" % (
+        platform.machine(), os.cpu_count() or 0, model, platform.system())
 
 
 def write_doc(configs, scale, command, notes_path):
-  loaded = [(c, load(c)) for c in sorted(configs, key=lambda c: c["order"])]
-  by_table = {}
-  for c, r in loaded:
-    by_table.setdefault(c["table"], []).append((c, r))
-  unique = {c["id"]: r for c, r in loaded}
-  done = [r for r in unique.values() if r is not None]
-  missing = [i for i, r in unique.items() if r is None]
-  total_elapsed = sum(r["run"]["elapsed_seconds"] for r in done)
-  dates = sorted(r["run"]["finished_utc"] for r in done)
-  s = SCALES[scale]
+    loaded = [(c, load(c)) for c in sorted(configs, key=lambda c: c["order"])]
+    by_table = {}
+    for c, r in loaded:
+        by_table.setdefault(c["table"], []).append((c, r))
+    unique = {c["id"]: r for c, r in loaded}
+    done = [r for r in unique.values() if r is not None]
+    missing = [i for i, r in unique.items() if r is None]
+    total_elapsed = sum(r["run"]["elapsed_seconds"] for r in done)
+    dates = sorted(r["run"]["finished_utc"] for r in done)
+    s = SCALES[scale]
 
-  out = []
-  w = out.append
-  w("# Results: AdaComp against dense training and the baselines")
-  w("")
-  w("Generated by `scripts/results.py` from `results/*.json` (one "
-    "`adacomp train --summary-out` summary per row). Do not edit the tables "
-    "by hand: rerun the script.")
-  w("")
-  out.extend(results_full.section(make_full_configs(None), FULL_LENGTHS, FULL_SEEDS))
-  w("## Quick scale (`--scale quick`): how these were produced")
-  w("")
-  w("```")
-  w(command)
-  w("```")
-  w("")
-  w("- The runs behind these tables went through this script in several "
-    "passes (`--skip-existing`, `--only`) with `--adacomp` set to a Release "
-    "build of this tree. Training is deterministic (same seed and settings "
-    "give the same weights digest), so a row's accuracy and compression do "
-    "not depend on the pass it ran in; its time does.")
-  w("- Machine: %s. **The machine was shared with other work (builds and "
-    "tests of other parts of the project) during the whole run**, so time per "
-    "step is noisy and only roughly comparable between rows." % machine())
-  w("- Runs: %d of %d configurations present, %.0f minutes of training in "
-    "all (sum of each run's elapsed time), finished between %s and %s." % (
-        len(done), len(unique), total_elapsed / 60,
-        dates[0] if dates else "-", dates[-1] if dates else "-"))
-  if missing:
-    w("- **Not run** (time ran out): %s." % ", ".join(
-        "`%s`" % m for m in missing))
-  w("- Scale `%s`: mnist-cnn headline rows %s %d, mnist-cnn sweeps "
-    "(learners, batch sizes, baselines) %s %d, fc-dnn %s %d, cifar-cnn %s %d, "
-    "char-lstm %s %d (sequence length 48, hidden 128). Global minibatch 128 "
-    "and 4 learners unless the row says otherwise; seed 1 everywhere; "
-    "learning rates are the trainer's defaults (SGD momentum 0.9: 0.02 CNNs, "
-    "0.05 fc-dnn, 1.0 char-lstm; Adam 1e-3, char-lstm 2e-3) unless the "
-    "row shows otherwise; no learning-rate decay." % (
-        scale, s["mnist-cnn-main"][0], s["mnist-cnn-main"][1],
-        s["mnist-cnn-sweep"][0], s["mnist-cnn-sweep"][1], s["fc-dnn"][0],
-        s["fc-dnn"][1], s["cifar-cnn"][0], s["cifar-cnn"][1],
-        s["char-lstm"][0], s["char-lstm"][1]))
-  w("- AdaComp: ternary values, bin size L_T = 50 for conv layers and 500 "
-    "for everything else (fc, LSTM, biases and embeddings). Baselines at "
-    "their defaults: topk density 0.01, threshold tau 0.001, onebit and "
-    "terngrad as in docs/algorithm.md section 4.")
-  w("")
-  w("Columns:")
-  w("")
-  w("- *test acc. / loss*: test accuracy after the last step on the full "
-    "test set (10,000 images); for char-lstm the test cross-entropy per "
-    "character (nats; lower is better) on the held-out text.")
-  w("- *vs dense*: difference to the `dense` row with the same model, data, "
-    "optimizer, learning rate, learners, batch and steps (accuracy in "
-    "percentage points; char-lstm in loss per character, negative is "
-    "better).")
-  w("- *e2e / conv / fc / lstm / other*: compression rate averaged over the "
-    "run = 32-bit bytes of the gradients / bytes actually sent (headers and "
-    "checksums included), end to end and per layer type (`other` = biases "
-    "and embeddings); `-` where the model has no such layer. Dense rows are "
-    "slightly under 1x because of frame headers.")
-  w("- *s/step*: wall time / steps, evaluation included, all learners "
-    "computed in one process on 2 threads.")
-  w("- *coding share*: (compress + decompress) / (compute + compress + "
-    "decompress + update) per learner, i.e. the share of a learner's own work "
-    "spent encoding its gradient and decoding all P frames (time waiting in "
-    "the in-process exchange left out).")
-  w("")
-  titles = {
-      "models": "## 1. Four models, dense vs AdaComp, SGD+momentum and Adam, "
-                "4 learners",
-      "baselines": "## 2. mnist-cnn on Fashion-MNIST: every codec, "
-                   "4 learners",
-      "learners": "## 3. mnist-cnn: 1, 4 and 16 learners (global batch 128)",
-      "batch": "## 4. mnist-cnn: global minibatch 64, 128 and 256 "
-               "(4 learners)",
-  }
-  for key in ("models", "baselines", "learners", "batch"):
-    rows = list(by_table.get(key, []))
-    if key == "models":
-      models = ["mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"]
-      rows.sort(key=lambda x: (models.index(x[0]["args"][1]),
-                               x[0]["args"][5] != "sgd"))
-    # The sweeps share their P=4, B=128 reference rows with the baselines.
-    if key in ("learners", "batch"):
-      ref = [x for x in by_table.get("baselines", [])
-             if x[0]["id"].split("_")[1] in ("dense", "adacomp")]
-      rows = sorted(rows + ref, key=lambda x: (
-          _arg(x[0], "--learners"), _arg(x[0], "--batch-size")))
-    w(titles[key])
+    out = []
+    w = out.append
+    w("# Results: AdaComp against dense training and the baselines")
     w("")
-    w(table(rows))
+    w("Generated by `scripts/results.py` from `results/*.json` (one "
+      "`adacomp train --summary-out` summary per row). Do not edit the tables "
+      "by hand: rerun the script.")
     w("")
-  if notes_path and os.path.exists(notes_path):
-    with open(notes_path) as f:
-      w(f.read().rstrip())
+    out.extend(results_full.section(make_full_configs(None), FULL_LENGTHS, FULL_SEEDS))
+    w("## Quick scale (`--scale quick`): how these were produced")
     w("")
-  with open(DOC, "w") as f:
-    f.write("\n".join(out))
-  return missing
+    w("```")
+    w(command)
+    w("```")
+    w("")
+    w("- The runs behind these tables went through this script in several "
+      "passes (`--skip-existing`, `--only`) with `--adacomp` set to a Release "
+      "build of this tree. Training is deterministic (same seed and settings "
+      "give the same weights digest), so a row's accuracy and compression do "
+      "not depend on the pass it ran in; its time does.")
+    w("- Machine: %s. **The machine was shared with other work (builds and "
+      "tests of other parts of the project) during the whole run**, so time per "
+      "step is noisy and only roughly comparable between rows." % machine())
+    w("- Runs: %d of %d configurations present, %.0f minutes of training in "
+      "all (sum of each run's elapsed time), finished between %s and %s." % (
+          len(done), len(unique), total_elapsed / 60,
+          dates[0] if dates else "-", dates[-1] if dates else "-"))
+    if missing:
+        w("- **Not run** (time ran out): %s." % ", ".join(
+            "`%s`" % m for m in missing))
+    w("- Scale `%s`: mnist-cnn headline rows %s %d, mnist-cnn sweeps "
+      "(learners, batch sizes, baselines) %s %d, fc-dnn %s %d, cifar-cnn %s %d, "
+      "char-lstm %s %d (sequence length 48, hidden 128). Global minibatch 128 "
+      "and 4 learners unless the row says otherwise; seed 1 everywhere; "
+      "learning rates are the trainer's defaults (SGD momentum 0.9: 0.02 CNNs, "
+      "0.05 fc-dnn, 1.0 char-lstm; Adam 1e-3, char-lstm 2e-3) unless the "
+      "row shows otherwise; no learning-rate decay." % (
+          scale, s["mnist-cnn-main"][0], s["mnist-cnn-main"][1],
+          s["mnist-cnn-sweep"][0], s["mnist-cnn-sweep"][1], s["fc-dnn"][0],
+          s["fc-dnn"][1], s["cifar-cnn"][0], s["cifar-cnn"][1],
+          s["char-lstm"][0], s["char-lstm"][1]))
+    w("- AdaComp: ternary values, bin size L_T = 50 for conv layers and 500 "
+      "for everything else (fc, LSTM, biases and embeddings). Baselines at "
+      "their defaults: topk density 0.01, threshold tau 0.001, onebit and "
+      "terngrad as in docs/algorithm.md section 4.")
+    w("")
+    w("Columns:")
+    w("")
+    w("- *test acc. / loss*: test accuracy after the last step on the full "
+      "test set (10,000 images); for char-lstm the test cross-entropy per "
+      "character (nats; lower is better) on the held-out text.")
+    w("- *vs dense*: difference to the `dense` row with the same model, data, "
+      "optimizer, learning rate, learners, batch and steps (accuracy in "
+      "percentage points; char-lstm in loss per character, negative is "
+      "better).")
+    w("- *e2e / conv / fc / lstm / other*: compression rate averaged over the "
+      "run = 32-bit bytes of the gradients / bytes actually sent (headers and "
+      "checksums included), end to end and per layer type (`other` = biases "
+      "and embeddings); `-` where the model has no such layer. Dense rows are "
+      "slightly under 1x because of frame headers.")
+    w("- *s/step*: wall time / steps, evaluation included, all learners "
+      "computed in one process on 2 threads.")
+    w("- *coding share*: (compress + decompress) / (compute + compress + "
+      "decompress + update) per learner, i.e. the share of a learner's own work "
+      "spent encoding its gradient and decoding all P frames (time waiting in "
+      "the in-process exchange left out).")
+    w("")
+    titles = {
+        "models": "## 1. Four models, dense vs AdaComp, SGD+momentum and Adam, "
+                  "4 learners",
+        "baselines": "## 2. mnist-cnn on Fashion-MNIST: every codec, "
+                     "4 learners",
+        "learners": "## 3. mnist-cnn: 1, 4 and 16 learners (global batch 128)",
+        "batch": "## 4. mnist-cnn: global minibatch 64, 128 and 256 "
+                 "(4 learners)",
+    }
+    for key in ("models", "baselines", "learners", "batch"):
+        rows = list(by_table.get(key, []))
+        if key == "models":
+            models = ["mnist-cnn", "cifar-cnn", "fc-dnn", "char-lstm"]
+            rows.sort(key=lambda x: (models.index(x[0]["args"][1]),
+                                     x[0]["args"][5] != "sgd"))
+        # The sweeps share their P=4, B=128 reference rows with the baselines.
+        if key in ("learners", "batch"):
+            ref = [x for x in by_table.get("baselines", [])
+                   if x[0]["id"].split("_")[1] in ("dense", "adacomp")]
+            rows = sorted(rows + ref, key=lambda x: (
+                _arg(x[0], "--learners"), _arg(x[0], "--batch-size")))
+        w(titles[key])
+        w("")
+        w(table(rows))
+        w("")
+    if notes_path and os.path.exists(notes_path):
+        with open(notes_path) as f:
+            w(f.read().rstrip())
+        w("")
+    with open(DOC, "w") as f:
+        f.write("\n".join(out))
+    return missing
 
 
 def _arg(cfg, name):
-  a = cfg["args"]
-  return int(a[a.index(name) + 1])
+    a = cfg["args"]
+    return int(a[a.index(name) + 1])
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--scale", choices=sorted(SCALES) + ["full"],
-                  default="quick")
-  ap.add_argument("--only", metavar="REGEX",
-                  help="run only configurations whose id matches")
-  ap.add_argument("--skip-existing", action="store_true",
-                  help="reuse results/ID.json where present")
-  ap.add_argument("--adacomp", default=default_adacomp(),
-                  help="the adacomp program (default: build/tools/adacomp/"
-                       "adacomp or $ADACOMP)")
-  ap.add_argument("--cifar-dir",
-                  help="CIFAR-10 binary directory for cifar-cnn (default: "
-                       "Fashion-MNIST padded to 32x32x3)")
-  ap.add_argument("--doc-only", action="store_true",
-                  help="run nothing; write docs/results.md from results/")
-  ap.add_argument("--list", action="store_true",
-                  help="print the configuration ids and exit")
-  ap.add_argument("--log", default=os.path.join(RESULTS, "run.log"),
-                  help="trainer output goes here (default results/run.log)")
-  args = ap.parse_args()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", choices=sorted(SCALES) + ["full"],
+                    default="quick")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="run only configurations whose id matches")
+    ap.add_argument("--skip-existing", action="store_true",
+                    help="reuse results/ID.json where present")
+    ap.add_argument("--adacomp", default=default_adacomp(),
+                    help="the adacomp program (default: build/tools/adacomp/"
+                         "adacomp or $ADACOMP)")
+    ap.add_argument("--cifar-dir",
+                    help="CIFAR-10 binary directory for cifar-cnn (default: "
+                         "Fashion-MNIST padded to 32x32x3)")
+    ap.add_argument("--doc-only", action="store_true",
+                    help="run nothing; write docs/results.md from results/")
+    ap.add_argument("--list", action="store_true",
+                    help="print the configuration ids and exit")
+    ap.add_argument("--log", default=os.path.join(RESULTS, "run.log"),
+                    help="trainer output goes here (default results/run.log)")
+    args = ap.parse_args()
 
-  if args.scale == "full":
-    configs = make_full_configs(args.cifar_dir)
-  else:
-    configs = make_configs(args.scale, args.cifar_dir)
-  if args.list:
-    for c in configs:
-      print(c["id"], " ".join(c["args"]))
-    return 0
-  os.makedirs(RESULTS, exist_ok=True)
-  failed = []
-  if not args.doc_only:
-    seen = set()
-    todo = []
-    for c in configs:  # the sweeps share their reference rows: run once
-      if c["id"] in seen or (args.only and not re.search(args.only, c["id"])):
-        continue
-      seen.add(c["id"])
-      todo.append(c)
-    with open(args.log, "a") as log:
-      for i, c in enumerate(todo):
-        path = result_path(c)
-        if args.skip_existing and os.path.exists(path):
-          continue
-        print("[%d/%d] %s %s" % (i + 1, len(todo), utc_now(), c["id"]),
-              flush=True)
-        if not run_one(args.adacomp, c, log):
-          failed.append(c["id"])
-          print("  failed; see %s" % args.log, flush=True)
-  full = make_full_configs(args.cifar_dir)
-  for path in results_full.plots(full):
-    print("wrote %s" % path)
-  print("%d of %d full-scale runs present" % (
-      sum(os.path.exists(result_path(c)) for c in full), len(full)))
-  quick = configs if args.scale == "quick" else make_configs("quick", args.cifar_dir)
-  quick_command = "/usr/bin/python3 scripts/results.py --scale quick%s" % (
-      (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
-  missing = write_doc(quick, "quick", quick_command,
-                      os.path.join(RESULTS, "discussion.md"))
-  print("wrote %s (%d configurations missing)" % (DOC, len(missing)))
-  return 1 if failed else 0
+    if args.scale == "full":
+        configs = make_full_configs(args.cifar_dir)
+    else:
+        configs = make_configs(args.scale, args.cifar_dir)
+    if args.list:
+        for c in configs:
+            print(c["id"], " ".join(c["args"]))
+        return 0
+    os.makedirs(RESULTS, exist_ok=True)
+    failed = []
+    if not args.doc_only:
+        seen = set()
+        todo = []
+        for c in configs:  # the sweeps share their reference rows: run once
+            if c["id"] in seen or (args.only and not re.search(args.only, c["id"])):
+                continue
+            seen.add(c["id"])
+            todo.append(c)
+        with open(args.log, "a") as log:
+            for i, c in enumerate(todo):
+                path = result_path(c)
+                if args.skip_existing and os.path.exists(path):
+                    continue
+                print("[%d/%d] %s %s" % (i + 1, len(todo), utc_now(), c["id"]),
+                      flush=True)
+                if not run_one(args.adacomp, c, log):
+                    failed.append(c["id"])
+                    print("  failed; see %s" % args.log, flush=True)
+    full = make_full_configs(args.cifar_dir)
+    for path in results_full.plots(full):
+        print("wrote %s" % path)
+    print("%d of %d full-scale runs present" % (
+        sum(os.path.exists(result_path(c)) for c in full), len(full)))
+    quick = configs if args.scale == "quick" else make_configs("quick", args.cifar_dir)
+    quick_command = "/usr/bin/python3 scripts/results.py --scale quick%s" % (
+        (" --cifar-dir " + args.cifar_dir) if args.cifar_dir else "")
+    missing = write_doc(quick, "quick", quick_command,
+                        os.path.join(RESULTS, "discussion.md"))
+    print("wrote %s (%d configurations missing)" % (DOC, len(missing)))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+    sys.exit(main())

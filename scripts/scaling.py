@@ -84,55 +84,55 @@ TARGET_MAX_STEPS = 512  # 4 epochs of the 16384 examples
 
 
 def utc_now():
-  return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def machine():
-  cpu = ""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          cpu = line.split(":", 1)[1].strip()
-          break
-  except OSError:
-    pass
-  return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
 
 
 def configs():
-  """Every run, in the order they are made (most wanted first)."""
-  out = []
-  for p in (2, 4, 8):
-    for link, _ in LINKS:
-      for codec in CODECS:
-        out.append({"part": "steps", "model": "mnist-cnn", "codec": codec, "P": p,
-                    "link": link, "steps": STEPS})
-  for p in (2, 4, 8):
-    for codec in CODECS:
-      out.append({"part": "bytes", "model": "mnist-cnn", "codec": codec, "P": p,
-                  "link": "100mbit", "steps": 2 * STEPS})
-  for p in (4, 8):
-    for link, _ in LINKS:
-      for codec in ("dense", "fp16", "adacomp") + (
-          ("topk", "onebit") if link == "100mbit" else ()):
-        out.append({"part": "target", "model": "mnist-cnn", "codec": codec, "P": p,
-                    "link": link})
-  for p in (4, 8, 2):
-    for model in MODELS[1:]:
-      for link, _ in LINKS:
+    """Every run, in the order they are made (most wanted first)."""
+    out = []
+    for p in (2, 4, 8):
+        for link, _ in LINKS:
+            for codec in CODECS:
+                out.append({"part": "steps", "model": "mnist-cnn", "codec": codec, "P": p,
+                            "link": link, "steps": STEPS})
+    for p in (2, 4, 8):
         for codec in CODECS:
-          out.append({"part": "steps", "model": model, "codec": codec, "P": p, "link": link,
-                      "steps": STEPS})
-  for link in P16_LINKS:
-    for codec in P16_CODECS:
-      out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
-                  "steps": STEPS})
-  for c in out:
-    c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
-  for name, extra in PROBES:
-    out.append({"part": "probe", "model": "mnist-cnn", "id": name, "args": extra})
-  return out
+            out.append({"part": "bytes", "model": "mnist-cnn", "codec": codec, "P": p,
+                        "link": "100mbit", "steps": 2 * STEPS})
+    for p in (4, 8):
+        for link, _ in LINKS:
+            for codec in ("dense", "fp16", "adacomp") + (
+                ("topk", "onebit") if link == "100mbit" else ()):
+                out.append({"part": "target", "model": "mnist-cnn", "codec": codec, "P": p,
+                            "link": link})
+    for p in (4, 8, 2):
+        for model in MODELS[1:]:
+            for link, _ in LINKS:
+                for codec in CODECS:
+                    out.append({"part": "steps", "model": model, "codec": codec, "P": p, "link": link,
+                                "steps": STEPS})
+    for link in P16_LINKS:
+        for codec in P16_CODECS:
+            out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
+                        "steps": STEPS})
+    for c in out:
+        c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
+    for name, extra in PROBES:
+        out.append({"part": "probe", "model": "mnist-cnn", "id": name, "args": extra})
+    return out
 
 
 # In-process runs to the time-to-accuracy target: which settings shorten
@@ -149,233 +149,233 @@ PROBES = [
 
 
 def run_probe(adacomp, c, log):
-  with tempfile.TemporaryDirectory(prefix="scaling-") as work:
-    args = ["--model", "mnist-cnn"] + c["args"] + COMMON + [
-        "--learners", "4", "--test-limit", "2000", "--eval-every", str(TARGET_EVERY),
-        "--steps", str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
-        "--summary-out", os.path.join(work, "s.json")]
-    r = subprocess.run([adacomp, "train"] + args, capture_output=True, text=True, timeout=3600)
-    log.write("== %s probe %s\n%s%s\n" % (utc_now(), c["id"], r.stdout, r.stderr))
-    if r.returncode != 0:
-      print("  failed: " + r.stderr[-400:], flush=True)
-      return None
-    with open(os.path.join(work, "s.json")) as f:
-      summary = json.load(f)
-  keep = ["test_accuracy", "steps", "reached_accuracy", "epoch_metrics", "compression_rate",
-          "seconds_per_step", "weights_sha256"]
-  return {"part": "probe", "id": c["id"], "target": c["target"],
-          "command": "adacomp train " + shlex.join(args), "date": utc_now(),
-          "machine": machine(), "summary": {k: summary.get(k) for k in keep}}
+    with tempfile.TemporaryDirectory(prefix="scaling-") as work:
+        args = ["--model", "mnist-cnn"] + c["args"] + COMMON + [
+            "--learners", "4", "--test-limit", "2000", "--eval-every", str(TARGET_EVERY),
+            "--steps", str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
+            "--summary-out", os.path.join(work, "s.json")]
+        r = subprocess.run([adacomp, "train"] + args, capture_output=True, text=True, timeout=3600)
+        log.write("== %s probe %s\n%s%s\n" % (utc_now(), c["id"], r.stdout, r.stderr))
+        if r.returncode != 0:
+            print("  failed: " + r.stderr[-400:], flush=True)
+            return None
+        with open(os.path.join(work, "s.json")) as f:
+            summary = json.load(f)
+    keep = ["test_accuracy", "steps", "reached_accuracy", "epoch_metrics", "compression_rate",
+            "seconds_per_step", "weights_sha256"]
+    return {"part": "probe", "id": c["id"], "target": c["target"],
+            "command": "adacomp train " + shlex.join(args), "date": utc_now(),
+            "machine": machine(), "summary": {k: summary.get(k) for k in keep}}
 
 
 def path_of(c):
-  return os.path.join(OUT, c["part"], c["id"] + ".json")
+    return os.path.join(OUT, c["part"], c["id"] + ".json")
 
 
 def write_json(path, obj):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-  with os.fdopen(fd, "w") as f:
-    json.dump(obj, f, indent=1, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def cluster(*args, timeout=120, check=True):
-  r = subprocess.run(["bash", CLUSTER, "--name", NAME] + list(args), capture_output=True,
-                     text=True, timeout=timeout)
-  if check and r.returncode != 0:
-    raise RuntimeError("cluster.sh %s: exit %d: %s" % (" ".join(args), r.returncode,
-                                                        (r.stderr or r.stdout).strip()))
-  return r
+    r = subprocess.run(["bash", CLUSTER, "--name", NAME] + list(args), capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError("cluster.sh %s: exit %d: %s" % (" ".join(args), r.returncode,
+                                                            (r.stderr or r.stdout).strip()))
+    return r
 
 
 def counters():
-  """{host: (rx_bytes, tx_bytes)} from cluster.sh counters."""
-  out = {}
-  for line in cluster("counters").stdout.splitlines()[1:]:
-    f = line.split()
-    if len(f) >= 4:
-      out[f[0]] = (int(f[2]), int(f[3]))
-  return out
+    """{host: (rx_bytes, tx_bytes)} from cluster.sh counters."""
+    out = {}
+    for line in cluster("counters").stdout.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 4:
+            out[f[0]] = (int(f[2]), int(f[3]))
+    return out
 
 
 class Cluster:
-  """Brings the cluster up for (P, link) only when it changes."""
+    """Brings the cluster up for (P, link) only when it changes."""
 
-  def __init__(self):
-    self.shape = None
+    def __init__(self):
+        self.shape = None
 
-  def ensure(self, p, link):
-    if self.shape == (p, link):
-      return
-    cluster("down", check=False)
-    rate = dict(LINKS)[link]
-    cluster("up", str(p), *(["--rate", rate] if rate else []), timeout=180)
-    self.shape = (p, link)
+    def ensure(self, p, link):
+        if self.shape == (p, link):
+            return
+        cluster("down", check=False)
+        rate = dict(LINKS)[link]
+        cluster("up", str(p), *(["--rate", rate] if rate else []), timeout=180)
+        self.shape = (p, link)
 
-  def down(self):
-    cluster("down", check=False)
-    self.shape = None
+    def down(self):
+        cluster("down", check=False)
+        self.shape = None
 
 
 def median_split(metrics_path):
-  """Medians of rank 0's per-step times after the first SKIP steps."""
-  rows = []
-  with open(metrics_path) as f:
-    for line in f:
-      j = json.loads(line)
-      if j["step"] > SKIP:
-        rows.append(j)
-  if not rows:
-    return None
-  keys = ["step", "compute", "compress", "communicate", "decompress", "update"]
-  split = {k: statistics.median(r["time"][k] for r in rows) for k in keys}
-  split["steps_used"] = len(rows)
-  split["transport_sent_bytes"] = statistics.median(r["transport_sent_bytes"] for r in rows)
-  split["transport_received_bytes"] = statistics.median(
-      r["transport_received_bytes"] for r in rows)
-  split["bytes_sent"] = statistics.median(r["bytes_sent"] for r in rows)
-  # Host 0's link counters (--link-counters) from the last line before the
-  # medians' steps to the last step, against rank 0's own exchange bytes.
-  with open(metrics_path) as f:
-    lines = [json.loads(line) for line in f]
-  first = [j for j in lines if j["step"] == SKIP]
-  if first and "link_rx_bytes" in first[0] and rows:
-    n = rows[-1]["step"] - SKIP
-    split["link_rx_per_step"] = (rows[-1]["link_rx_bytes"] - first[0]["link_rx_bytes"]) / n
-    split["link_tx_per_step"] = (rows[-1]["link_tx_bytes"] - first[0]["link_tx_bytes"]) / n
-    split["exchange_rx_per_step"] = sum(j["transport_received_bytes"] for j in rows) / n
-    split["exchange_tx_per_step"] = sum(j["transport_sent_bytes"] for j in rows) / n
-  return split
+    """Medians of rank 0's per-step times after the first SKIP steps."""
+    rows = []
+    with open(metrics_path) as f:
+        for line in f:
+            j = json.loads(line)
+            if j["step"] > SKIP:
+                rows.append(j)
+    if not rows:
+        return None
+    keys = ["step", "compute", "compress", "communicate", "decompress", "update"]
+    split = {k: statistics.median(r["time"][k] for r in rows) for k in keys}
+    split["steps_used"] = len(rows)
+    split["transport_sent_bytes"] = statistics.median(r["transport_sent_bytes"] for r in rows)
+    split["transport_received_bytes"] = statistics.median(
+        r["transport_received_bytes"] for r in rows)
+    split["bytes_sent"] = statistics.median(r["bytes_sent"] for r in rows)
+    # Host 0's link counters (--link-counters) from the last line before the
+    # medians' steps to the last step, against rank 0's own exchange bytes.
+    with open(metrics_path) as f:
+        lines = [json.loads(line) for line in f]
+    first = [j for j in lines if j["step"] == SKIP]
+    if first and "link_rx_bytes" in first[0] and rows:
+        n = rows[-1]["step"] - SKIP
+        split["link_rx_per_step"] = (rows[-1]["link_rx_bytes"] - first[0]["link_rx_bytes"]) / n
+        split["link_tx_per_step"] = (rows[-1]["link_tx_bytes"] - first[0]["link_tx_bytes"]) / n
+        split["exchange_rx_per_step"] = sum(j["transport_received_bytes"] for j in rows) / n
+        split["exchange_tx_per_step"] = sum(j["transport_sent_bytes"] for j in rows) / n
+    return split
 
 
 def train_args(c, work):
-  args = ["--model", c["model"]] + CODECS[c["codec"]] + COMMON
-  if c["part"] == "target":
-    args += ["--test-limit", "2000", "--eval-every", str(TARGET_EVERY), "--steps",
-             str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
-             "--log-every", "1000"]
-  else:
-    args += ["--test-limit", "500", "--steps", str(c["steps"]), "-q", "--log-every", "1",
-             "--metrics-out", os.path.join(work, "metrics.jsonl"), "--link-counters", "eth0"]
-  return args + ["--summary-out", os.path.join(work, "summary.json")]
+    args = ["--model", c["model"]] + CODECS[c["codec"]] + COMMON
+    if c["part"] == "target":
+        args += ["--test-limit", "2000", "--eval-every", str(TARGET_EVERY), "--steps",
+                 str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
+                 "--log-every", "1000"]
+    else:
+        args += ["--test-limit", "500", "--steps", str(c["steps"]), "-q", "--log-every", "1",
+                 "--metrics-out", os.path.join(work, "metrics.jsonl"), "--link-counters", "eth0"]
+    return args + ["--summary-out", os.path.join(work, "summary.json")]
 
 
 def run_one(adacomp, c, cl, log):
-  cl.ensure(c["P"], c["link"])
-  with tempfile.TemporaryDirectory(prefix="scaling-") as work:
-    os.chmod(work, 0o755)
-    args = train_args(c, work)
-    cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", "900", "--",
-           adacomp, "train"] + args
-    before = counters()
-    start = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=960)
-    wall = time.time() - start
-    after = counters()
-    log.write("== %s %s\n$ %s\n%s%s\n" % (utc_now(), c["id"], shlex.join(cmd), r.stdout,
-                                            r.stderr))
-    log.flush()
-    if r.returncode != 0:
-      print("  failed (exit %d): %s" % (r.returncode, r.stderr.strip()[-400:]), flush=True)
-      return None
-    with open(os.path.join(work, "summary.json")) as f:
-      summary = json.load(f)
-    rec = dict(c)
-    rec["command"] = "adacomp train " + shlex.join(args)
-    rec["date"] = utc_now()
-    rec["machine"] = machine()
-    rec["job_seconds"] = wall
-    rec["link_bytes"] = {h: {"rx": after[h][0] - before[h][0], "tx": after[h][1] - before[h][1]}
-                         for h in after if h in before}
-    keep = ["seconds_per_step", "wall_seconds", "test_accuracy", "steps", "parameters",
-            "wire_bytes_per_step_per_learner", "compression_rate", "weights_sha256",
-            "replicas_identical", "epoch_metrics", "reached_accuracy", "compute_seconds",
-            "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
-            "bytes_sent", "dense_bytes"]
-    rec["summary"] = {k: summary.get(k) for k in keep}
-    if c["part"] != "target":
-      rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
-    return rec
+    cl.ensure(c["P"], c["link"])
+    with tempfile.TemporaryDirectory(prefix="scaling-") as work:
+        os.chmod(work, 0o755)
+        args = train_args(c, work)
+        cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", "900", "--",
+               adacomp, "train"] + args
+        before = counters()
+        start = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=960)
+        wall = time.time() - start
+        after = counters()
+        log.write("== %s %s\n$ %s\n%s%s\n" % (utc_now(), c["id"], shlex.join(cmd), r.stdout,
+                                                r.stderr))
+        log.flush()
+        if r.returncode != 0:
+            print("  failed (exit %d): %s" % (r.returncode, r.stderr.strip()[-400:]), flush=True)
+            return None
+        with open(os.path.join(work, "summary.json")) as f:
+            summary = json.load(f)
+        rec = dict(c)
+        rec["command"] = "adacomp train " + shlex.join(args)
+        rec["date"] = utc_now()
+        rec["machine"] = machine()
+        rec["job_seconds"] = wall
+        rec["link_bytes"] = {h: {"rx": after[h][0] - before[h][0], "tx": after[h][1] - before[h][1]}
+                             for h in after if h in before}
+        keep = ["seconds_per_step", "wall_seconds", "test_accuracy", "steps", "parameters",
+                "wire_bytes_per_step_per_learner", "compression_rate", "weights_sha256",
+                "replicas_identical", "epoch_metrics", "reached_accuracy", "compute_seconds",
+                "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
+                "bytes_sent", "dense_bytes"]
+        rec["summary"] = {k: summary.get(k) for k in keep}
+        if c["part"] != "target":
+            rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
+        return rec
 
 
 def find_target(adacomp, log):
-  """The accuracy dense reaches after one epoch (in-process, 4 learners)."""
-  path = os.path.join(OUT, "target", "target.json")
-  if os.path.exists(path):
-    with open(path) as f:
-      return json.load(f)["target"]
-  with tempfile.TemporaryDirectory(prefix="scaling-") as work:
-    steps = 16384 // 128
-    args = ["--model", "mnist-cnn", "--codec", "dense"] + COMMON + [
-        "--test-limit", "2000", "--steps", str(steps), "--learners", "4", "-q",
-        "--summary-out", os.path.join(work, "s.json")]
-    r = subprocess.run([adacomp, "train"] + args, capture_output=True, text=True, timeout=1800)
-    log.write("== %s target\n%s%s\n" % (utc_now(), r.stdout, r.stderr))
-    if r.returncode != 0:
-      raise RuntimeError("the target run failed: " + r.stderr[-400:])
-    with open(os.path.join(work, "s.json")) as f:
-      acc = json.load(f)["test_accuracy"]
-  write_json(path, {"target": acc, "command": "adacomp train " + shlex.join(args),
-                    "date": utc_now(), "machine": machine(),
-                    "what": "test accuracy of dense (float32) after one epoch, in-process"})
-  return acc
+    """The accuracy dense reaches after one epoch (in-process, 4 learners)."""
+    path = os.path.join(OUT, "target", "target.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)["target"]
+    with tempfile.TemporaryDirectory(prefix="scaling-") as work:
+        steps = 16384 // 128
+        args = ["--model", "mnist-cnn", "--codec", "dense"] + COMMON + [
+            "--test-limit", "2000", "--steps", str(steps), "--learners", "4", "-q",
+            "--summary-out", os.path.join(work, "s.json")]
+        r = subprocess.run([adacomp, "train"] + args, capture_output=True, text=True, timeout=1800)
+        log.write("== %s target\n%s%s\n" % (utc_now(), r.stdout, r.stderr))
+        if r.returncode != 0:
+            raise RuntimeError("the target run failed: " + r.stderr[-400:])
+        with open(os.path.join(work, "s.json")) as f:
+            acc = json.load(f)["test_accuracy"]
+    write_json(path, {"target": acc, "command": "adacomp train " + shlex.join(args),
+                      "date": utc_now(), "machine": machine(),
+                      "what": "test accuracy of dense (float32) after one epoch, in-process"})
+    return acc
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--part", default="all",
-                  choices=["steps", "bytes", "target", "probe", "p16", "all"])
-  ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
-  ap.add_argument("--skip-existing", action="store_true")
-  ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
-                                                    "adacomp"))
-  ap.add_argument("--list", action="store_true", help="print the runs and exit")
-  ap.add_argument("--log", default=os.path.join(OUT, "run.log"))
-  args = ap.parse_args()
-  todo = [c for c in configs() if (args.part == "all" or c["part"] == args.part) and
-          (not args.only or re.search(args.only, c["id"]))]
-  if args.list:
-    for c in todo:
-      print(c["part"], c["id"])
-    return 0
-  if os.geteuid() != 0:
-    print("scaling.py: needs root (network namespaces)", file=sys.stderr)
-    return 77
-  if not os.access(args.adacomp, os.X_OK):
-    print("scaling.py: no adacomp at %s (build first, or --adacomp)" % args.adacomp,
-          file=sys.stderr)
-    return 2
-  os.makedirs(OUT, exist_ok=True)
-  cl = Cluster()
-  failed = 0
-  with open(args.log, "a") as log:
-    try:
-      for i, c in enumerate(todo):
-        if args.skip_existing and os.path.exists(path_of(c)):
-          continue
-        if c["part"] in ("target", "probe"):
-          c["target"] = find_target(args.adacomp, log)
-        print("[%d/%d] %s %s %s" % (i + 1, len(todo), utc_now(), c["part"], c["id"]),
-              flush=True)
-        rec = run_probe(args.adacomp, c, log) if c["part"] == "probe" else run_one(
-            args.adacomp, c, cl, log)
-        if rec is None:
-          failed += 1
-          continue
-        write_json(path_of(c), rec)
-        s = rec["summary"]
-        if c["part"] in ("target", "probe"):
-          print("  reached %s" % s["reached_accuracy"], flush=True)
-        else:
-          print("  %.4f s/step (median; compute %.4f, communicate %.4f)" % (
-              rec["split"]["step"], rec["split"]["compute"], rec["split"]["communicate"]),
-                flush=True)
-    finally:
-      cl.down()
-  return 1 if failed else 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", default="all",
+                    choices=["steps", "bytes", "target", "probe", "p16", "all"])
+    ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
+    ap.add_argument("--skip-existing", action="store_true")
+    ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
+                                                      "adacomp"))
+    ap.add_argument("--list", action="store_true", help="print the runs and exit")
+    ap.add_argument("--log", default=os.path.join(OUT, "run.log"))
+    args = ap.parse_args()
+    todo = [c for c in configs() if (args.part == "all" or c["part"] == args.part) and
+            (not args.only or re.search(args.only, c["id"]))]
+    if args.list:
+        for c in todo:
+            print(c["part"], c["id"])
+        return 0
+    if os.geteuid() != 0:
+        print("scaling.py: needs root (network namespaces)", file=sys.stderr)
+        return 77
+    if not os.access(args.adacomp, os.X_OK):
+        print("scaling.py: no adacomp at %s (build first, or --adacomp)" % args.adacomp,
+              file=sys.stderr)
+        return 2
+    os.makedirs(OUT, exist_ok=True)
+    cl = Cluster()
+    failed = 0
+    with open(args.log, "a") as log:
+        try:
+            for i, c in enumerate(todo):
+                if args.skip_existing and os.path.exists(path_of(c)):
+                    continue
+                if c["part"] in ("target", "probe"):
+                    c["target"] = find_target(args.adacomp, log)
+                print("[%d/%d] %s %s %s" % (i + 1, len(todo), utc_now(), c["part"], c["id"]),
+                      flush=True)
+                rec = run_probe(args.adacomp, c, log) if c["part"] == "probe" else run_one(
+                    args.adacomp, c, cl, log)
+                if rec is None:
+                    failed += 1
+                    continue
+                write_json(path_of(c), rec)
+                s = rec["summary"]
+                if c["part"] in ("target", "probe"):
+                    print("  reached %s" % s["reached_accuracy"], flush=True)
+                else:
+                    print("  %.4f s/step (median; compute %.4f, communicate %.4f)" % (
+                        rec["split"]["step"], rec["split"]["compute"], rec["split"]["communicate"]),
+                          flush=True)
+        finally:
+            cl.down()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+    sys.exit(main())
