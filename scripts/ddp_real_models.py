@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from ddp_compare import counters, error_lines, log, sh  # noqa: E402
+from script_util import cores, cpu_name  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
@@ -85,14 +86,7 @@ PROCS = 4
 
 
 def machine():
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       "?")
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()}"
+    return f"{cores()} CPUs ({cpu_name('?')}); Python {platform.python_version()}"
 
 
 def run_logged(cmd, timeout, env=None, log_path=None):

@@ -11,6 +11,8 @@ import glob
 import json
 import os
 
+from script_util import pyplot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DOC = os.path.join(ROOT, "docs", "ddp-real-models.md")
@@ -85,7 +87,7 @@ def model_section(model, metric, acc, spd, lines):
                  f"batch {none['batch_size']}, {steps} steps; seeds {seeds}. Targets: early = no "
                  f"hook's {unit} at step {tg['early_step']} ({fmt_metric(metric, tg['early'])}), "
                  f"final = no hook's final {unit} "
-                 + (f"minus 0.5 points" if metric == "accuracy" else "plus 0.03")
+                 + ("minus 0.5 points" if metric == "accuracy" else "plus 0.03")
                  + f" ({fmt_metric(metric, tg['final'])}).\n")
     # Accuracy per hook (mean over seeds where there are several).
     lines.append(f"| hook | final {unit} (seed 0) | other seeds | steps to early | steps to "
@@ -161,11 +163,8 @@ def model_section(model, metric, acc, spd, lines):
 
 
 def plot(model, res, spd):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     metric = res["metric"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))

@@ -45,6 +45,8 @@ import subprocess
 import sys
 import time
 
+from script_util import cores, cpu_name, pyplot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "results", "early_lag")
 DOC = os.path.join(ROOT, "docs", "early-lag.md")
@@ -71,17 +73,7 @@ FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8}
 
 
 def machine():
-    cores = os.cpu_count()
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {cores} cores"
+    return f"{cpu_name(platform.processor() or platform.machine())}, {cores()} cores"
 
 
 def run_path(model, name, seed):
@@ -252,12 +244,8 @@ def report(model, seeds, full_epochs):
 
 
 def plot(model, runs, target):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, _, label in CONFIGS:

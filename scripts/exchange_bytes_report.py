@@ -17,6 +17,8 @@ import glob
 import json
 import os
 
+from script_util import pyplot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "results", "exchange_bytes")
 DOC = os.path.join(ROOT, "docs", "exchange-bytes.md")
@@ -102,12 +104,8 @@ def report(sets):
 
 
 def plot(sets):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     cols = min(3, len(sets))
     rows_n = (len(sets) + cols - 1) // cols

@@ -12,6 +12,8 @@ import json
 import os
 import statistics
 
+from script_util import pyplot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL_DIR = os.path.join(ROOT, "results", "full")
 DDP_DIR = os.path.join(ROOT, "results", "ddp_full")  # scripts/ddp_accuracy.py
@@ -807,11 +809,8 @@ def read_metrics(run_id):
 
 def plots(configs):
     """Writes docs/img/full_*.png; returns the files written."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     runs = load_runs(configs)
     if not runs:

@@ -56,6 +56,8 @@ import sys
 import tempfile
 import time
 
+from script_util import cpu_name
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 OUT = os.path.join(ROOT, "results", "scaling")
@@ -88,16 +90,7 @@ def utc_now():
 
 
 def machine():
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
+    return {"cpu": cpu_name(""), "cores": os.cpu_count(), "kernel": platform.release()}
 
 
 def configs():

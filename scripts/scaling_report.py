@@ -14,9 +14,10 @@ docs/img/scaling_time_to_accuracy.png.
 
 import glob
 import json
-import math
 import os
 import sys
+
+from script_util import pyplot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RES = os.path.join(ROOT, "results", "scaling")
@@ -345,12 +346,8 @@ def predictions(steps, model):
 
 
 def plots(steps, targets, target):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plots (apt-get install python3-matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return []
     os.makedirs(IMG, exist_ok=True)
     written = []

@@ -1,0 +1,32 @@
+"""What the scripts share: the CPU's name as /proc/cpuinfo gives it, and matplotlib's
+pyplot (Agg, no display), or None with a message when python3-matplotlib is missing."""
+
+import os
+
+
+def cpu_name(default="unknown"):
+    """The "model name" of /proc/cpuinfo (the first CPU's), or ``default``."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return default
+
+
+def cores():
+    return os.cpu_count() or 0
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None (and a line saying so)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plots (apt-get install python3-matplotlib)")
+        return None
+    return plt
