@@ -43,7 +43,7 @@ DECAY = (4, 6)
 # example's options). The default hook trails most after epochs 1 and 3
 # (-1.40 / -1.20 pt over three seeds); the fc weights hold 83% of the
 # parameters and, as in the trainer's models, wait longest in the residue
-# (results/diagnosis.md): half their bin size sends each twice as often.
+# (docs/results/diagnosis.md): half their bin size sends each twice as often.
 VARIANTS = (
     ("_fc250", ["--bin-sizes", "fc=250"]),
 )

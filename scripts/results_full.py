@@ -292,7 +292,7 @@ def section(configs, lengths, seeds):
         if os.path.exists(os.path.join(IMG_DIR, name)):
             w("![%s](img/%s)" % (name[:-4].replace("_", " "), name))
             w("")
-    diagnosis = os.path.join(ROOT, "results", "diagnosis.md")
+    diagnosis = os.path.join(ROOT, "docs", "results", "diagnosis.md")
     if os.path.exists(diagnosis):
         with open(diagnosis) as f:
             lines.extend(f.read().rstrip().split("\n"))
@@ -303,7 +303,7 @@ def section(configs, lengths, seeds):
     if os.path.exists(os.path.join(IMG_DIR, "full_local.png")):
         w("![full local](img/full_local.png)")
         w("")
-    recommendations = os.path.join(ROOT, "results", "recommendations.md")
+    recommendations = os.path.join(ROOT, "docs", "results", "recommendations.md")
     if os.path.exists(recommendations):
         with open(recommendations) as f:
             lines.extend(f.read().rstrip().split("\n"))
