@@ -79,6 +79,9 @@ HOOKS = {
     "powersgd-r4": ["--hook", "powersgd", "--powersgd-rank", "4"],
     "adacomp": ["--hook", "adacomp"],
     "adacomp-rec": ["--hook", "adacomp"] + RECOMMENDED,
+    # The transformer weights at fc's bin size (what the hook did before they had
+    # types of their own): the measurement behind their default of 50.
+    "adacomp-l500": ["--hook", "adacomp", "--bin-sizes", "attention=500,mlp=500,embedding=500"],
 }
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2")
@@ -136,7 +139,7 @@ def accuracy(args):
                     with open(path + ".tmp") as f:
                         s = json.load(f)
                     s["command"] = shlex.join(["/usr/bin/python3", "examples/" + m["script"]]
-                                              + cmd[2:-1] + [path])
+                                              + cmd[2:-1] + [os.path.relpath(path, ROOT)])
                     s["machine"] = machine()
                     with open(path, "w") as f:
                         json.dump(s, f, indent=1)

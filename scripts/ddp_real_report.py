@@ -24,6 +24,7 @@ LABELS = {
     "none": "no hook", "fp16": "fp16 hook", "powersgd-r1": "PowerSGD r1",
     "powersgd-r2": "PowerSGD r2", "powersgd-r4": "PowerSGD r4", "adacomp": "AdaComp",
     "adacomp-rec": "AdaComp, recommended",
+    "adacomp-l500": "AdaComp, transformer L_T 500",
 }
 HOOKS = tuple(LABELS)
 LINKS = ("100mbit", "1gbit", "unshaped")
@@ -169,7 +170,7 @@ def plot(model, res, spd):
     metric = res["metric"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     colors = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
-                              "tab:blue", "tab:cyan")))
+                              "tab:blue", "tab:cyan", "tab:purple")))
     scale = 100 if metric == "accuracy" else 1
     P = 4
     for h, r in res["found"].items():

@@ -1,7 +1,8 @@
 """The hook's transformer layer types (attention, mlp, embedding, norm): which tensors
 get them, on examples/ddp_gpt.py's model, on torch's own transformer layers and on a
-hand-built module; and that typing alone changes no bits (every tensor's compressor
-has the bin size and codec that the four codec types gave it before).
+hand-built module; their default bin sizes; and that with attention, mlp and
+embedding at fc's bin size the typing changes no bits (every tensor's compressor has
+the bin size and codec that the four codec types gave it before).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_layer_types
 """
 
@@ -137,15 +138,25 @@ class LayerTypesTest(unittest.TestCase):
 
         cnn = Cnn()
         self.assertEqual(adt.layer_types_of(cnn), shape_typing(cnn))
+        # Norms keep other's bin size; attention, mlp and embedding weights are at 50
+        # (fc's 500 stalls a GPT); with those three at fc's bin size, every tensor
+        # compresses as under the old typing.
+        self.assertEqual(adt.DEFAULT_BIN_SIZES["norm"], adt.DEFAULT_BIN_SIZES["other"])
+        for t in ("attention", "mlp", "embedding"):
+            self.assertEqual(adt.DEFAULT_BIN_SIZES[t], 50)
+        as_fc = {t: adt.DEFAULT_BIN_SIZES["fc"] for t in ("attention", "mlp", "embedding")}
         for model in (ddp_gpt.Gpt(layers=2, dim=16, heads=2, context=8), Hand()):
             old = shape_typing(model)
             new = adt.layer_types_of(model)
             self.assertNotEqual(old, new)
-            st = adt.AdaCompState(model=model)
+            st = adt.AdaCompState(model=model, bin_sizes=as_fc)
+            default = adt.AdaCompState(model=model)
             for name in st.parameter_names():
                 c = st._by_name[name].compressor
                 self.assertEqual(c.bin_size, adt.DEFAULT_BIN_SIZES[old[name]], name)
                 self.assertEqual(c.codec, "adacomp", name)
+                self.assertEqual(default._by_name[name].compressor.bin_size,
+                                 50 if new[name] in as_fc else c.bin_size, name)
             # The same gradient compresses to the same frame as with the old type given
             # explicitly (layer_types= overrides the automatic typing).
             st_old = adt.AdaCompState(model=model, layer_types=old)
@@ -162,7 +173,7 @@ class LayerTypesTest(unittest.TestCase):
                               dense_types=("norm",))
         by = {n: st._by_name[n].compressor for n in st.parameter_names()}
         self.assertEqual(by["blocks.0.attn.qkv.weight"].bin_size, 100)
-        self.assertEqual(by["blocks.0.fc.weight"].bin_size, 500)
+        self.assertEqual(by["blocks.0.fc.weight"].bin_size, 50)
         self.assertEqual(by["tok.weight"].bin_size, 20)
         self.assertEqual(by["ln.weight"].codec, "dense")
         self.assertEqual(by["blocks.0.fc.bias"].codec, "adacomp")
