@@ -212,6 +212,27 @@ def plot(model, res, spd):
     return os.path.relpath(path, os.path.dirname(DOC))
 
 
+def check_estimate(spd):
+    """Does steps x a short run's time per step predict a whole schedule's training time
+    on the cluster? Training time = the run's wall clock minus its evaluations."""
+    out = []
+    for k, full in sorted(spd.items()):
+        if not k.endswith("_full"):
+            continue
+        short = spd.get(k[:-len("_full")])
+        if short is None:
+            continue
+        measured = full["wall_s"] - sum(e.get("eval_s", 0.0) for e in full["evals"])
+        predicted = full["steps"] * short["step_time_mean_s"]
+        out.append(f"The time-to-target estimate checked on one configuration ({k[:-5]}): the "
+                   f"whole {full['steps']}-step schedule on the cluster trained for "
+                   f"{measured:.0f} s (wall clock {full['wall_s']:.0f} s less "
+                   f"{full['wall_s'] - measured:.0f} s of evaluations); {full['steps']} steps x "
+                   f"the short run's {short['step_time_mean_s']:.3f} s/step predicts "
+                   f"{predicted:.0f} s, {100 * (predicted - measured) / measured:+.1f} %.\n")
+    return out
+
+
 def main(args):
     acc = load(os.path.join(args.out, "accuracy"))
     spd = load(os.path.join(args.out, "speed"))
@@ -227,6 +248,7 @@ def main(args):
             img = plot(model, res, spd)
             if img:
                 lines.append(f"![{model}]({img})\n")
+    lines.extend(check_estimate(spd))
     lines.append(END)
     with open(DOC) as f:
         doc = f.read()
