@@ -112,10 +112,30 @@ class Bench {
     for (size_t i = 0; i < evict_buf_.size(); i += 8) sum += evict_buf_[i];
     evict_sink_.fetch_add(sum, std::memory_order_relaxed);  // keeps the loads
   }
+  // One size and thread count: the data its rows read.
+  struct Case {
+    Case(uint64_t n, int t, uint64_t seed);
+    Case(const Case&) = delete;  // whole's spans point into data
+    Case& operator=(const Case&) = delete;
+    // "what (N elements, T threads)", the context of an error.
+    std::string Where(const std::string& what) const;
+
+    uint64_t elements;
+    int threads;
+    Data data;   // data.parts: one per thread (the reference pass, the baselines)
+    Part whole;  // all parts back to back: the one tensor AdaComp spreads over the threads
+    std::vector<std::vector<float>> ref_r;  // the reference pass's R, one per part
+  };
   Status RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
                 const std::vector<uint64_t>& frames);
-  Status TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
-                  uint32_t bin_size, const char* codec, TopKFn fn);
+  Status ReferenceRow(Case& c);
+  Status AdaCompRow(Case& c, uint32_t l, double* density);
+  Status DecodeRows(Case& c, uint32_t l, const std::vector<uint64_t>& frames);
+  Status TopKRows(Case& c, uint32_t l, double density);
+  Status TopKFnRow(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
+                   uint32_t bin_size, const char* codec, TopKFn fn);
+  Status TopKCodecRow(Case& c, uint32_t l, double density, const std::vector<uint64_t>& selected);
+  Status OneBitRow(Case& c);
 
   const BenchArgs& a_;
   std::set<std::string> ops_;
@@ -142,273 +162,300 @@ Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t
   return Status::OK();
 }
 
+Bench::Case::Case(uint64_t n, int t, uint64_t seed)
+    : elements(n), threads(t), data(MakeData(n, t, seed)) {
+  whole.size = elements;
+  whole.grad = data.grad;
+  for (const auto& v : data.next) whole.next.emplace_back(v);
+}
+
+std::string Bench::Case::Where(const std::string& what) const {
+  return what + " (" + std::to_string(elements) + " elements, " + std::to_string(threads) +
+         " threads)";
+}
+
+// The rows of one size and thread count: the reference pass; per bin size
+// AdaComp compress, its decode_accumulate rows and the top-k baselines at
+// the density AdaComp chose; then onebit.
 Status Bench::RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
                      const std::vector<uint64_t>& frames) {
-  Data data = MakeData(elements, threads, a_.seed);
-  std::vector<Part>& parts = data.parts;
-  auto where = [&](const std::string& what) {
-    return what + " (" + std::to_string(elements) + " elements, " + std::to_string(threads) +
-           " threads)";
-  };
-
-  // ---- reference pass R += dW (kept to be timed again beside every operation)
-  std::vector<std::vector<float>> ref_r(threads);
-  for (int t = 0; t < threads; ++t) {
-    ref_r[t].assign(parts[t].size, 0.0f);
-    ReferencePass(ref_r[t], parts[t].grad);
-    ADACOMP_RETURN_IF_ERROR(CheckClose(ref_r[t], parts[t].grad, 0, 0, "reference pass")
-                                .WithContext(where("reference")));
-  }
-  reference_ = nullptr;
-  auto reference = [&](int t) { ReferencePass(ref_r[t], parts[t].grad); };
-  Time(threads, reference);
-  Add({.op = "reference", .codec = "none", .elements = elements, .threads = threads});
-  reference_ = reference;
-  // The reference pass paired with AdaComp compress reads the same data as
-  // compress does: a new gradient each call (steps 1..kNextSteps in turn).
-  // It used to run over parts[t].grad every call, so it kept R and one
-  // gradient hot while compress streamed R and kNextSteps gradients. On a
-  // 2-core machine with a 32 MB L3 the old floor was 11-13 % faster than the
-  // one that reads what compress reads at 1e6 elements, 5-9 % at 4e6, 1-3 %
-  // at 1.6e7, and the compress rows' x_ref that much too high.
-  reference_next_ = [&](int t) {
-    ReferencePass(ref_r[t], parts[t].next[parts[t].ref_calls++ % kNextSteps]);
-  };
+  Case c(elements, threads, a_.seed);
   struct ClearReference {
     Bench* b;
     ~ClearReference() {
       b->reference_ = nullptr;
       b->reference_next_ = nullptr;
     }
-  } clear_reference{this};
-
-  // ---- AdaComp, per bin size. With T threads AdaComp spreads one tensor
-  // (all parts, back to back) over T threads inside the library
-  // (CodecConfig::threads, DecodeOptions::threads): one compressor, one
-  // frame per learner. The reference pass paired with it runs the T parts
-  // on T threads (the same elements); the baselines below run one part per
-  // thread.
-  Part whole;
-  whole.size = elements;
-  whole.grad = data.grad;
-  for (const auto& v : data.next) whole.next.emplace_back(v);
+  } clear_reference{this};  // the reference closures refer to c
+  ADACOMP_RETURN_IF_ERROR(ReferenceRow(c));
   for (uint64_t l64 : bin_sizes) {
     const uint32_t l = static_cast<uint32_t>(l64);
-    const std::string lt = " L_T=" + std::to_string(l);
-    std::vector<uint8_t> frame;
-    uint64_t sel = 0;
-    ADACOMP_ASSIGN_OR_RETURN(auto comp, Compressor::Create(AdaCompConfig(l, threads), 0, elements));
-    // Two verified steps: from a zero residue, then from a non-zero one.
-    for (int step = 0; step < 2; ++step) {
-      CompressStats stats;
-      ADACOMP_RETURN_IF_ERROR(
-          CheckAdaCompStep(*comp, whole.grad, l, &frame, &stats)
-              .WithContext(where("adacomp" + lt + " step " + std::to_string(step))));
-      sel = stats.selected;
-    }
-    // Then, as in training, a new gradient each step: one pass over the
-    // next steps before timing; density and frame bytes are the last one's.
-    for (const auto& g : whole.next) {
-      CompressStats stats;
-      frame.clear();
-      ADACOMP_RETURN_IF_ERROR(comp->Compress(g, &frame, &stats));
-      sel = stats.selected;
-    }
-    const uint64_t bytes = frame.size();
-    const double density = elements ? static_cast<double>(sel) / elements : 0.0;
-    // Top-k below takes AdaComp's density, part by part.
-    std::vector<uint64_t> selected(threads);
-    for (int t = 0; t < threads; ++t) {
-      selected[t] =
-          static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
-    }
-    if (Want("adacomp")) {
-      Time(
-          1,
-          [&](int) {
-            frame.clear();
-            const auto& g = whole.next[whole.calls++ % kNextSteps];
-            Status st = comp->Compress(g, &frame);
-            if (!st.ok()) failure_.Set(st.ToString());
-          },
-          Mode::kNewGradient, threads);
-      if (failure_.failed()) return Status::Internal(where("adacomp: " + failure_.message()));
-      Add({.op = "compress",
-           .codec = "adacomp",
-           .elements = elements,
-           .bin_size = l,
-           .threads = threads,
-           .frames = 1,
-           .density = density,
-           .frame_bytes = bytes});
-    }
-    comp.reset();
-
-    // ---- decode-and-accumulate of P frames (P learners' frames of the
-    // tensor) into one dense buffer, with one DecodeAccumulateAll call.
-    // Each learner's frame is a steady-state one: its compressor goes through
-    // the same steps as the compressor timed above (step 0 twice, then steps
-    // 1..kNextSteps, residue carried) and the frame of the last step is kept,
-    // as the compress row's density is the last step's. (It used to keep the
-    // second frame of a new compressor, step 1 after step 0: that frame is
-    // denser than the steady state, 1.9 % against 0.83 % at L_T 500 and
-    // 8.5 % against 4.3 % at L_T 50 on 1.6e7 elements, so the row timed more
-    // work than a decode in training does.) The row reports the frames'
-    // density: selected summed over frames / (elements x P).
-    if (Want("decode")) {
-      if (evict_buf_.empty()) evict_buf_.assign(kEvictBytes / sizeof(uint64_t), 1);
-      const uint64_t n = elements;
-      for (uint64_t p64 : frames) {
-        const int p = static_cast<int>(p64);
-        std::vector<std::vector<uint8_t>> learner_frames;
-        uint64_t frame_bytes = 0, frame_selected = 0;
-        std::vector<float> expected(n, 0.0f), one(n), rotated(n), dst(n, 0.0f);
-        for (int q = 0; q < p; ++q) {
-          // Learner q's gradients: the tensor's gradients rotated (cheap,
-          // still gradient-like); learner 0's are the tensor's own, so with
-          // P = 1 the decoded frame is the compress row's last warm-up frame.
-          uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
-          ADACOMP_ASSIGN_OR_RETURN(auto c, Compressor::Create(AdaCompConfig(l, threads), 0, n));
-          std::vector<uint8_t> f;
-          CompressStats stats;
-          auto step = [&](std::span<const float> g) -> Status {
-            std::rotate_copy(g.begin(), g.begin() + shift, g.end(), rotated.begin());
-            f.clear();
-            return c->Compress(rotated, &f, &stats);
-          };
-          for (int s = 0; s < 2; ++s) ADACOMP_RETURN_IF_ERROR(step(whole.grad));
-          for (const auto& g : whole.next) ADACOMP_RETURN_IF_ERROR(step(g));
-          std::fill(one.begin(), one.end(), 0.0f);
-          ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(where("decode")));
-          for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
-          frame_bytes += f.size();
-          frame_selected += stats.selected;
-          learner_frames.push_back(std::move(f));
-        }
-        const std::vector<std::span<const uint8_t>> spans(learner_frames.begin(),
-                                                          learner_frames.end());
-        DecodeOptions opts;
-        opts.threads = threads;
-        ADACOMP_RETURN_IF_ERROR(
-            DecodeAccumulateAll(spans, dst, {}, opts).WithContext(where("decode")));
-        ADACOMP_RETURN_IF_ERROR(CheckClose(dst, expected, 1e-6, 0, "decode_accumulate")
-                                    .WithContext(where("decode P=" + std::to_string(p))));
-        // From cold caches, call by call (Mode::kCold), and so is the
-        // reference pass paired with it. Decoding the same frames into the
-        // same dst back to back kept the lines of dst that the frames touch
-        // in the last-level cache (at 0.83 % density about 1/8 of dst's
-        // lines, 8 MB of 64 MB at 1.6e7 elements): at 1.6e7 elements, L_T
-        // 500, that decode measured 1.5x faster than from cold caches. In
-        // training a whole step's other work runs between two decodes of a
-        // tensor, so its dst is not in cache.
-        Time(
-            1,
-            [&](int) {
-              Status st = DecodeAccumulateAll(spans, dst, {}, opts);
-              if (!st.ok()) failure_.Set(st.ToString());
-            },
-            Mode::kCold, threads);
-        if (failure_.failed()) return Status::Internal(where("decode: " + failure_.message()));
-        Add({.op = "decode_accumulate",
-             .codec = "adacomp",
-             .elements = elements,
-             .bin_size = l,
-             .threads = threads,
-             .frames = p,
-             .density = static_cast<double>(frame_selected) / (static_cast<double>(elements) * p),
-             .frame_bytes = frame_bytes});
-      }
-    }
-
-    // ---- top-k at the density AdaComp chose on the same data
-    if (Want("topk_nth")) {
-      ADACOMP_RETURN_IF_ERROR(TopKRows(parts, selected, l, "topk_nth_element", &TopKNthElement));
-    }
-#ifdef ADACOMP_BENCH_HAVE_TORCH
-    if (Want("topk_torch")) {
-      ADACOMP_RETURN_IF_ERROR(TopKRows(parts, selected, l, "topk_torch", &TopKTorch));
-    }
-#endif
-    if (Want("topk")) {  // the library's topk codec, to finished frames
-      std::vector<std::unique_ptr<Compressor>> tk(threads);
-      std::vector<std::vector<uint8_t>> tk_frame(threads);
-      uint64_t tk_bytes = 0;
-      for (int t = 0; t < threads; ++t) {
-        CodecConfig c;
-        c.codec = Codec::kTopK;
-        c.density = std::clamp(static_cast<double>(selected[t]) / parts[t].size, 1e-9, 1.0);
-        ADACOMP_ASSIGN_OR_RETURN(tk[t], Compressor::Create(c, t, parts[t].size));
-        std::vector<float> old(parts[t].size, 0.0f);
-        std::vector<float> decoded;
-        CompressStats stats;
-        ADACOMP_RETURN_IF_ERROR(
-            CompressAndCheck(*tk[t], parts[t].grad, &tk_frame[t], &stats, &decoded)
-                .WithContext(where("topk")));
-        float min_sent = INFINITY, max_kept = 0;
-        for (uint64_t j = 0; j < parts[t].size; ++j) {
-          if (decoded[j] != 0)
-            min_sent = std::min(min_sent, std::fabs(decoded[j]));
-          else
-            max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
-        }
-        if (stats.selected > 0 && max_kept > min_sent) {
-          return Status::Internal(where("topk codec: kept |G| above a sent |G|"));
-        }
-        tk_bytes += tk_frame[t].size();
-      }
-      Time(threads, [&](int t) {
-        tk_frame[t].clear();
-        Status st = tk[t]->Compress(parts[t].grad, &tk_frame[t]);
-        if (!st.ok()) failure_.Set(st.ToString());
-      });
-      if (failure_.failed()) return Status::Internal(where("topk: " + failure_.message()));
-      Add({.op = "compress",
-           .codec = "topk",
-           .elements = elements,
-           .bin_size = l,
-           .threads = threads,
-           .frames = 1,
-           .density = density,
-           .frame_bytes = tk_bytes});
-    }
+    double density = 0;
+    ADACOMP_RETURN_IF_ERROR(AdaCompRow(c, l, &density));
+    if (Want("decode")) ADACOMP_RETURN_IF_ERROR(DecodeRows(c, l, frames));
+    ADACOMP_RETURN_IF_ERROR(TopKRows(c, l, density));
   }
+  if (Want("onebit")) ADACOMP_RETURN_IF_ERROR(OneBitRow(c));
+  return Status::OK();
+}
 
-  // ---- onebit
-  if (Want("onebit")) {
-    std::vector<std::unique_ptr<Compressor>> ob(threads);
-    std::vector<std::vector<uint8_t>> frame(threads);
-    uint64_t bytes = 0;
-    for (int t = 0; t < threads; ++t) {
-      CodecConfig c;
-      c.codec = Codec::kOneBit;
-      ADACOMP_ASSIGN_OR_RETURN(ob[t], Compressor::Create(c, t, parts[t].size));
-      std::vector<float> decoded;
+// The reference pass R += dW, verified and timed; then kept (reference_,
+// reference_next_) to be timed again beside every operation.
+Status Bench::ReferenceRow(Case& c) {
+  std::vector<Part>& parts = c.data.parts;
+  c.ref_r.resize(c.threads);
+  for (int t = 0; t < c.threads; ++t) {
+    c.ref_r[t].assign(parts[t].size, 0.0f);
+    ReferencePass(c.ref_r[t], parts[t].grad);
+    ADACOMP_RETURN_IF_ERROR(CheckClose(c.ref_r[t], parts[t].grad, 0, 0, "reference pass")
+                                .WithContext(c.Where("reference")));
+  }
+  reference_ = nullptr;
+  auto reference = [&c](int t) { ReferencePass(c.ref_r[t], c.data.parts[t].grad); };
+  Time(c.threads, reference);
+  Add({.op = "reference", .codec = "none", .elements = c.elements, .threads = c.threads});
+  reference_ = reference;
+  // The reference pass paired with AdaComp compress reads what compress
+  // reads: a new gradient each call (steps 1..kNextSteps in turn), so that
+  // both stream R and kNextSteps gradients instead of the reference pass
+  // keeping one gradient hot.
+  reference_next_ = [&c](int t) {
+    Part& p = c.data.parts[t];
+    ReferencePass(c.ref_r[t], p.next[p.ref_calls++ % kNextSteps]);
+  };
+  return Status::OK();
+}
+
+// AdaComp at bin size l. With T threads AdaComp spreads one tensor (all
+// parts, back to back) over T threads inside the library
+// (CodecConfig::threads, DecodeOptions::threads): one compressor, one frame
+// per learner. The reference pass paired with it runs the T parts on T
+// threads (the same elements); the baselines run one part per thread.
+// Verifies two steps and warms up on the next steps (as training does)
+// whether or not the row is wanted: *density, the last step's, is the one
+// the top-k rows take.
+Status Bench::AdaCompRow(Case& c, uint32_t l, double* density) {
+  const std::string lt = " L_T=" + std::to_string(l);
+  Part& whole = c.whole;
+  std::vector<uint8_t> frame;
+  uint64_t sel = 0;
+  ADACOMP_ASSIGN_OR_RETURN(auto comp,
+                           Compressor::Create(AdaCompConfig(l, c.threads), 0, c.elements));
+  // Two verified steps: from a zero residue, then from a non-zero one.
+  for (int step = 0; step < 2; ++step) {
+    CompressStats stats;
+    ADACOMP_RETURN_IF_ERROR(
+        CheckAdaCompStep(*comp, whole.grad, l, &frame, &stats)
+            .WithContext(c.Where("adacomp" + lt + " step " + std::to_string(step))));
+    sel = stats.selected;
+  }
+  // Then, as in training, a new gradient each step: one pass over the
+  // next steps before timing; density and frame bytes are the last one's.
+  for (const auto& g : whole.next) {
+    CompressStats stats;
+    frame.clear();
+    ADACOMP_RETURN_IF_ERROR(comp->Compress(g, &frame, &stats));
+    sel = stats.selected;
+  }
+  const uint64_t bytes = frame.size();
+  *density = c.elements ? static_cast<double>(sel) / c.elements : 0.0;
+  if (!Want("adacomp")) return Status::OK();
+  Time(
+      1,
+      [&](int) {
+        frame.clear();
+        const auto& g = whole.next[whole.calls++ % kNextSteps];
+        Status st = comp->Compress(g, &frame);
+        if (!st.ok()) failure_.Set(st.ToString());
+      },
+      Mode::kNewGradient, c.threads);
+  if (failure_.failed()) return Status::Internal(c.Where("adacomp: " + failure_.message()));
+  Add({.op = "compress",
+       .codec = "adacomp",
+       .elements = c.elements,
+       .bin_size = l,
+       .threads = c.threads,
+       .frames = 1,
+       .density = *density,
+       .frame_bytes = bytes});
+  return Status::OK();
+}
+
+// Decode-and-accumulate of P frames (P learners' frames of the tensor) into
+// one dense buffer with one DecodeAccumulateAll call, one row per P in
+// `frames`. Each learner's frame is a steady-state one: its compressor goes
+// through the same steps as AdaCompRow's (step 0 twice, then steps
+// 1..kNextSteps, residue carried) and the last step's frame is kept, as the
+// compress row's density is the last step's. The row reports the frames'
+// density: selected summed over frames / (elements x P).
+Status Bench::DecodeRows(Case& c, uint32_t l, const std::vector<uint64_t>& frames) {
+  if (evict_buf_.empty()) evict_buf_.assign(kEvictBytes / sizeof(uint64_t), 1);
+  const uint64_t n = c.elements;
+  const Part& whole = c.whole;
+  for (uint64_t p64 : frames) {
+    const int p = static_cast<int>(p64);
+    std::vector<std::vector<uint8_t>> learner_frames;
+    uint64_t frame_bytes = 0, frame_selected = 0;
+    std::vector<float> expected(n, 0.0f), one(n), rotated(n), dst(n, 0.0f);
+    for (int q = 0; q < p; ++q) {
+      // Learner q's gradients: the tensor's gradients rotated (cheap,
+      // still gradient-like); learner 0's are the tensor's own, so with
+      // P = 1 the decoded frame is the compress row's last warm-up frame.
+      uint64_t shift = n ? (static_cast<uint64_t>(q) * (n / p + 7919)) % n : 0;
+      ADACOMP_ASSIGN_OR_RETURN(auto comp, Compressor::Create(AdaCompConfig(l, c.threads), 0, n));
+      std::vector<uint8_t> f;
       CompressStats stats;
-      for (int step = 0; step < 2; ++step) {
-        ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*ob[t], parts[t].grad, &frame[t], &stats, &decoded)
-                                    .WithContext(where("onebit")));
-      }
-      bytes += frame[t].size();
+      auto step = [&](std::span<const float> g) -> Status {
+        std::rotate_copy(g.begin(), g.begin() + shift, g.end(), rotated.begin());
+        f.clear();
+        return comp->Compress(rotated, &f, &stats);
+      };
+      for (int s = 0; s < 2; ++s) ADACOMP_RETURN_IF_ERROR(step(whole.grad));
+      for (const auto& g : whole.next) ADACOMP_RETURN_IF_ERROR(step(g));
+      std::fill(one.begin(), one.end(), 0.0f);
+      ADACOMP_RETURN_IF_ERROR(DecodeAccumulate(f, one).WithContext(c.Where("decode")));
+      for (uint64_t j = 0; j < n; ++j) expected[j] += one[j];  // the scalar sum
+      frame_bytes += f.size();
+      frame_selected += stats.selected;
+      learner_frames.push_back(std::move(f));
     }
-    Time(threads, [&](int t) {
-      frame[t].clear();
-      Status st = ob[t]->Compress(parts[t].grad, &frame[t]);
-      if (!st.ok()) failure_.Set(st.ToString());
-    });
-    if (failure_.failed()) return Status::Internal(where("onebit: " + failure_.message()));
-    Add({.op = "compress",
-         .codec = "onebit",
-         .elements = elements,
-         .threads = threads,
-         .frames = 1,
-         .density = 1.0,
-         .frame_bytes = bytes});
+    const std::vector<std::span<const uint8_t>> spans(learner_frames.begin(), learner_frames.end());
+    DecodeOptions opts;
+    opts.threads = c.threads;
+    ADACOMP_RETURN_IF_ERROR(
+        DecodeAccumulateAll(spans, dst, {}, opts).WithContext(c.Where("decode")));
+    ADACOMP_RETURN_IF_ERROR(CheckClose(dst, expected, 1e-6, 0, "decode_accumulate")
+                                .WithContext(c.Where("decode P=" + std::to_string(p))));
+    // Timed from cold caches, call by call (Mode::kCold), and so is the
+    // reference pass paired with it: in training a whole step's other work
+    // runs between two decodes of a tensor, so its dst is not in cache,
+    // whereas back to back the lines of dst the frames touch (about 1/8 of
+    // them at 0.83 % density) stay in the last-level cache.
+    Time(
+        1,
+        [&](int) {
+          Status st = DecodeAccumulateAll(spans, dst, {}, opts);
+          if (!st.ok()) failure_.Set(st.ToString());
+        },
+        Mode::kCold, c.threads);
+    if (failure_.failed()) return Status::Internal(c.Where("decode: " + failure_.message()));
+    Add({.op = "decode_accumulate",
+         .codec = "adacomp",
+         .elements = c.elements,
+         .bin_size = l,
+         .threads = c.threads,
+         .frames = p,
+         .density = static_cast<double>(frame_selected) / (static_cast<double>(c.elements) * p),
+         .frame_bytes = frame_bytes});
   }
   return Status::OK();
 }
 
-Status Bench::TopKRows(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
-                       uint32_t bin_size, const char* codec, TopKFn fn) {
+// Top-k at the density AdaComp chose at bin size l on the same data, part by
+// part: nth_element, torch::topk (LibTorch builds) and the library's codec.
+Status Bench::TopKRows(Case& c, uint32_t l, double density) {
+  std::vector<Part>& parts = c.data.parts;
+  std::vector<uint64_t> selected(c.threads);
+  for (int t = 0; t < c.threads; ++t) {
+    selected[t] = static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
+  }
+  if (Want("topk_nth")) {
+    ADACOMP_RETURN_IF_ERROR(TopKFnRow(parts, selected, l, "topk_nth_element", &TopKNthElement));
+  }
+#ifdef ADACOMP_BENCH_HAVE_TORCH
+  if (Want("topk_torch")) {
+    ADACOMP_RETURN_IF_ERROR(TopKFnRow(parts, selected, l, "topk_torch", &TopKTorch));
+  }
+#endif
+  if (Want("topk")) ADACOMP_RETURN_IF_ERROR(TopKCodecRow(c, l, density, selected));
+  return Status::OK();
+}
+
+// The library's topk codec, to finished frames, selected[t] elements of
+// part t.
+Status Bench::TopKCodecRow(Case& c, uint32_t l, double density,
+                           const std::vector<uint64_t>& selected) {
+  std::vector<Part>& parts = c.data.parts;
+  std::vector<std::unique_ptr<Compressor>> tk(c.threads);
+  std::vector<std::vector<uint8_t>> tk_frame(c.threads);
+  uint64_t tk_bytes = 0;
+  for (int t = 0; t < c.threads; ++t) {
+    CodecConfig cc;
+    cc.codec = Codec::kTopK;
+    cc.density = std::clamp(static_cast<double>(selected[t]) / parts[t].size, 1e-9, 1.0);
+    ADACOMP_ASSIGN_OR_RETURN(tk[t], Compressor::Create(cc, t, parts[t].size));
+    std::vector<float> old(parts[t].size, 0.0f);
+    std::vector<float> decoded;
+    CompressStats stats;
+    ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*tk[t], parts[t].grad, &tk_frame[t], &stats, &decoded)
+                                .WithContext(c.Where("topk")));
+    float min_sent = INFINITY, max_kept = 0;
+    for (uint64_t j = 0; j < parts[t].size; ++j) {
+      if (decoded[j] != 0)
+        min_sent = std::min(min_sent, std::fabs(decoded[j]));
+      else
+        max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
+    }
+    if (stats.selected > 0 && max_kept > min_sent) {
+      return Status::Internal(c.Where("topk codec: kept |G| above a sent |G|"));
+    }
+    tk_bytes += tk_frame[t].size();
+  }
+  Time(c.threads, [&](int t) {
+    tk_frame[t].clear();
+    Status st = tk[t]->Compress(parts[t].grad, &tk_frame[t]);
+    if (!st.ok()) failure_.Set(st.ToString());
+  });
+  if (failure_.failed()) return Status::Internal(c.Where("topk: " + failure_.message()));
+  Add({.op = "compress",
+       .codec = "topk",
+       .elements = c.elements,
+       .bin_size = l,
+       .threads = c.threads,
+       .frames = 1,
+       .density = density,
+       .frame_bytes = tk_bytes});
+  return Status::OK();
+}
+
+// onebit, one part per thread.
+Status Bench::OneBitRow(Case& c) {
+  std::vector<Part>& parts = c.data.parts;
+  std::vector<std::unique_ptr<Compressor>> ob(c.threads);
+  std::vector<std::vector<uint8_t>> frame(c.threads);
+  uint64_t bytes = 0;
+  for (int t = 0; t < c.threads; ++t) {
+    CodecConfig cc;
+    cc.codec = Codec::kOneBit;
+    ADACOMP_ASSIGN_OR_RETURN(ob[t], Compressor::Create(cc, t, parts[t].size));
+    std::vector<float> decoded;
+    CompressStats stats;
+    for (int step = 0; step < 2; ++step) {
+      ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*ob[t], parts[t].grad, &frame[t], &stats, &decoded)
+                                  .WithContext(c.Where("onebit")));
+    }
+    bytes += frame[t].size();
+  }
+  Time(c.threads, [&](int t) {
+    frame[t].clear();
+    Status st = ob[t]->Compress(parts[t].grad, &frame[t]);
+    if (!st.ok()) failure_.Set(st.ToString());
+  });
+  if (failure_.failed()) return Status::Internal(c.Where("onebit: " + failure_.message()));
+  Add({.op = "compress",
+       .codec = "onebit",
+       .elements = c.elements,
+       .threads = c.threads,
+       .frames = 1,
+       .density = 1.0,
+       .frame_bytes = bytes});
+  return Status::OK();
+}
+
+// One row of a residual top-k function (nth_element or torch::topk),
+// selected[t] elements of part t.
+Status Bench::TopKFnRow(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
+                        uint32_t bin_size, const char* codec, TopKFn fn) {
   const int threads = static_cast<int>(parts.size());
   uint64_t elements = 0, k_total = 0;
   std::vector<std::vector<float>> residue(threads);

@@ -118,9 +118,11 @@ Status ParseLocalTypes(const std::string& text, TrainOptions* o) {
   return Status::OK();
 }
 
-int RunTrain(TrainArgs& a) {
+// The options that set TrainOptions (model, optimizer, codec, values, lr
+// decay, bin sizes, exchange, local optimizer types) into a.o. Returns
+// kExitOk, or Fail's exit status.
+int ParseTrainOptions(TrainArgs& a) {
   TrainOptions& o = a.o;
-  TrainTestHooks& hooks = a.hooks;
   auto model = ParseModel(a.model);
   if (!model.ok()) return Fail(kCmd, kExitBadUsage, model.status().message());
   o.model = *model;
@@ -158,6 +160,13 @@ int RunTrain(TrainArgs& a) {
   if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
+  return kExitOk;
+}
+
+// The hidden test hooks (--inject-nan, --test-*-rank, --test-corrupt-frame)
+// into a.hooks. Returns kExitOk, or Fail's exit status.
+int ParseTestHooks(TrainArgs& a) {
+  TrainTestHooks& hooks = a.hooks;
   for (const auto& spec : a.inject_nan) {
     NanInjection inj;
     long long s = 0;
@@ -199,48 +208,66 @@ int RunTrain(TrainArgs& a) {
     return Fail(kCmd, kExitBadUsage,
                 "--test-corrupt-frame: '" + a.test_corrupt_frame + "' is not RANK:STEP");
   }
-  // Under mpirun: one learner per process over MPI; otherwise P threads here.
-  std::unique_ptr<Communicator> mpi;
-  if (LaunchedUnderMpi()) {
+  return kExitOk;
+}
+
+// Under mpirun: one learner per process over MPI (*mpi set, --learners
+// defaulting to the number of processes); otherwise *mpi stays null and
+// the P learners run as threads here. Returns kExitOk, or Fail's exit
+// status.
+int SetUpMpi([[maybe_unused]] TrainArgs& a, [[maybe_unused]] std::unique_ptr<Communicator>* mpi) {
+  if (!LaunchedUnderMpi()) return kExitOk;
 #ifdef ADACOMP_HAVE_MPI_COMM
-    MpiOptions mo;
-    mo.timeout_seconds = a.mpi_timeout;
-    mo.heartbeat_seconds = a.mpi_heartbeat;
-    auto made = CreateMpiCommunicator(mo);
-    if (!made.ok()) return Fail(kCmd, kExitBadData, made.status().message());
-    mpi = std::move(made).value();
-    if (a.learners_opt->count() == 0) o.learners = mpi->size();
-    if (o.learners != mpi->size()) {
-      return Fail(kCmd, kExitBadUsage,
-                  "--learners " + std::to_string(o.learners) + " differs from the " +
-                      std::to_string(mpi->size()) + " MPI processes (one learner per process)");
-    }
-#else
+  TrainOptions& o = a.o;
+  MpiOptions mo;
+  mo.timeout_seconds = a.mpi_timeout;
+  mo.heartbeat_seconds = a.mpi_heartbeat;
+  auto made = CreateMpiCommunicator(mo);
+  if (!made.ok()) return Fail(kCmd, kExitBadData, made.status().message());
+  *mpi = std::move(made).value();
+  if (a.learners_opt->count() == 0) o.learners = (*mpi)->size();
+  if (o.learners != (*mpi)->size()) {
     return Fail(kCmd, kExitBadUsage,
-                "started by mpirun, but this adacomp was built without the MPI communicator");
-#endif
+                "--learners " + std::to_string(o.learners) + " differs from the " +
+                    std::to_string((*mpi)->size()) + " MPI processes (one learner per process)");
   }
-  const bool rank0 = !mpi || mpi->rank() == 0;
-  if (!rank0) a.quiet = true;
-  if (Status st = ValidateTrainOptions(o, hooks); !st.ok()) {
-    return Fail(kCmd, kExitBadUsage, st.message());
+  return kExitOk;
+#else
+  return Fail(kCmd, kExitBadUsage,
+              "started by mpirun, but this adacomp was built without the MPI communicator");
+#endif
+}
+
+// Progress of a run through TrainOptions' callbacks: on stderr a live line
+// (redrawn at most every 200 ms) on a terminal, plain lines every
+// --log-every steps otherwise, none with --quiet; messages on stderr; one
+// line per evaluation on stdout.
+class Progress {
+ public:
+  // Sets a.o's on_message, on_step and on_epoch to this one, which must
+  // outlive the run.
+  explicit Progress(TrainArgs& a) : a_(a), tty_(::isatty(STDERR_FILENO) == 1 && !a.quiet) {
+    a.o.on_message = [this](const std::string& m) {
+      Clear();
+      std::fprintf(stderr, "%s\n", m.c_str());
+    };
+    a.o.on_step = [this](const StepMetrics& m) { Step(m); };
+    a.o.on_epoch = [this](const EpochMetrics& e) { Epoch(e); };
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Erases the live line, if shown.
+  void Clear() {
+    if (shown_) {
+      std::fprintf(stderr, "\r\033[K");
+      shown_ = false;
+    }
   }
 
-  const bool tty = ::isatty(STDERR_FILENO) == 1 && !a.quiet;
-  bool progress_shown = false;
-  auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(10);
-  auto clear_progress = [&] {
-    if (progress_shown) {
-      std::fprintf(stderr, "\r\033[K");
-      progress_shown = false;
-    }
-  };
-  o.on_message = [&](const std::string& m) {
-    clear_progress();
-    std::fprintf(stderr, "%s\n", m.c_str());
-  };
-  o.on_step = [&](const StepMetrics& m) {
-    if (a.quiet) return;
+ private:
+  void Step(const StepMetrics& m) {
+    if (a_.quiet) return;
     double eta = m.step > 0 ? m.elapsed_seconds / static_cast<double>(m.step) *
                                   static_cast<double>(m.total_steps - m.step)
                             : 0;
@@ -249,19 +276,19 @@ int RunTrain(TrainArgs& a) {
                        (m.skipped ? std::string("skipped") : Fmt(m.loss, "%.4f")) + "  rate " +
                        Fmt(m.end_to_end_rate, "%.1fx") + "  lr " + Fmt(m.lr) + "  " +
                        Fmt(m.step_seconds, "%.3f") + " s/step  ETA " + Duration(eta);
-    if (tty) {
+    if (tty_) {
       auto now = std::chrono::steady_clock::now();
-      if (now - last_draw < std::chrono::milliseconds(200) && m.step != m.total_steps) return;
-      last_draw = now;
+      if (now - last_draw_ < std::chrono::milliseconds(200) && m.step != m.total_steps) return;
+      last_draw_ = now;
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
       std::fflush(stderr);
-      progress_shown = true;
-    } else if (m.step % o.log_every == 0 || m.step == m.total_steps) {
+      shown_ = true;
+    } else if (m.step % a_.o.log_every == 0 || m.step == m.total_steps) {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
-  };
-  o.on_epoch = [&](const EpochMetrics& e) {
-    clear_progress();
+  }
+  void Epoch(const EpochMetrics& e) {
+    Clear();
     std::printf(
         "%s %lld (step %lld): test accuracy %.4f, test loss %.4f, train loss %s; "
         "compression %s\n",
@@ -270,20 +297,18 @@ int RunTrain(TrainArgs& a) {
         std::isfinite(e.train_loss) ? Fmt(e.train_loss, "%.4f").c_str() : "n/a",
         RatesLine(e.rate, e.end_to_end_rate).c_str());
     std::fflush(stdout);
-  };
-
-  auto result = mpi ? TrainLearner(o, *mpi, hooks) : Train(o, hooks);
-  clear_progress();
-  if (!result.ok()) {
-    const Status& st = result.status();
-    // Under MPI every rank may print: say which one.
-    const std::string who =
-        mpi ? "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": "
-            : std::string();
-    return Fail(kCmd, kExitBadData, who + st.message());
   }
-  if (!rank0) return kExitOk;
-  const TrainSummary& s = *result;
+
+  const TrainArgs& a_;
+  const bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_draw_ =
+      std::chrono::steady_clock::now() - std::chrono::seconds(10);
+};
+
+// Rank 0's end of a finished run: --summary-out, the summary table, and a
+// failure if the replicas differ.
+int ReportSummary(const TrainArgs& a, const TrainSummary& s) {
   if (!a.summary_out.empty()) {
     std::ofstream out(a.summary_out);
     out << s.ToJson() << "\n";
@@ -294,6 +319,32 @@ int RunTrain(TrainArgs& a) {
     return Fail(kCmd, kExitBadData, "learner replicas ended with different weights");
   }
   return kExitOk;
+}
+
+int RunTrain(TrainArgs& a) {
+  if (int rc = ParseTrainOptions(a); rc != kExitOk) return rc;
+  if (int rc = ParseTestHooks(a); rc != kExitOk) return rc;
+  std::unique_ptr<Communicator> mpi;
+  if (int rc = SetUpMpi(a, &mpi); rc != kExitOk) return rc;
+  const bool rank0 = !mpi || mpi->rank() == 0;
+  if (!rank0) a.quiet = true;
+  if (Status st = ValidateTrainOptions(a.o, a.hooks); !st.ok()) {
+    return Fail(kCmd, kExitBadUsage, st.message());
+  }
+
+  Progress progress(a);
+  auto result = mpi ? TrainLearner(a.o, *mpi, a.hooks) : Train(a.o, a.hooks);
+  progress.Clear();
+  if (!result.ok()) {
+    const Status& st = result.status();
+    // Under MPI every rank may print: say which one.
+    const std::string who =
+        mpi ? "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": "
+            : std::string();
+    return Fail(kCmd, kExitBadData, who + st.message());
+  }
+  if (!rank0) return kExitOk;
+  return ReportSummary(a, *result);
 }
 
 }  // namespace
