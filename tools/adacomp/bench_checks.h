@@ -31,7 +31,7 @@ struct Part {
   std::vector<std::span<const float>> next;
   size_t calls = 0;  // timed calls so far (which next step comes)
   // The same for the reference pass timed beside AdaComp compress, which
-  // streams over the same next steps (see Bench::RunOne).
+  // streams over the same next steps (see Bench::ReferenceRow).
   size_t ref_calls = 0;
 };
 inline constexpr int kNextSteps = 3;

@@ -384,7 +384,6 @@ Status Bench::TopKCodecRow(Case& c, uint32_t l, double density,
     cc.codec = Codec::kTopK;
     cc.density = std::clamp(static_cast<double>(selected[t]) / parts[t].size, 1e-9, 1.0);
     ADACOMP_ASSIGN_OR_RETURN(tk[t], Compressor::Create(cc, t, parts[t].size));
-    std::vector<float> old(parts[t].size, 0.0f);
     std::vector<float> decoded;
     CompressStats stats;
     ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*tk[t], parts[t].grad, &tk_frame[t], &stats, &decoded)
