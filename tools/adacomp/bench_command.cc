@@ -1,21 +1,19 @@
 // `adacomp bench`: times AdaComp and its baselines against the reference pass
 // R += dW on gradient-like tensors, after verifying every result, and prints
-// a table (and JSON with --json). Its options and help: bench_cli.cc.
+// a table (and JSON with --json). Its options and help: bench_cli.cc. This
+// file: the command (option checks, JSON) and Bench's reference, AdaComp and
+// decode_accumulate rows; Bench itself: bench_runner.h; its baseline rows
+// (top-k, onebit): bench_baselines.cc.
 #include "bench_command.h"
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
-#include <chrono>
 #include <cinttypes>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,128 +23,14 @@
 #include "bench_checks.h"
 #include "bench_harness.h"
 #include "bench_ops.h"
+#include "bench_runner.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "file_io.h"
 #include "gradient_gen.h"
 
 namespace adacomp::tool {
-namespace {
-
-constexpr const char* kCmd = "bench";
-
-#ifdef ADACOMP_BENCH_HAVE_TORCH
-constexpr bool kHaveTorch = true;
-#else
-constexpr bool kHaveTorch = false;
-#endif
-
-struct Row {
-  std::string op;     // reference | compress | decode_accumulate
-  std::string codec;  // none | adacomp | onebit | topk | topk_nth_element | topk_torch
-  uint64_t elements = 0;
-  uint32_t bin_size = 0;  // adacomp's L_T; for topk rows the L_T whose density they use
-  int threads = 1;
-  int frames = 0;      // frames decoded per part (decode), 1 (compress), 0 (reference)
-  double seconds = 0;  // median over repeats, per operation on all `elements`
-  double elements_per_second = 0;
-  double ratio_to_reference = 0;  // seconds / reference seconds (same elements and threads)
-  // selected / elements: compress rows; decode rows: summed over the P
-  // frames of each part and over parts (selected / (elements x P)).
-  double density = 0;
-  uint64_t frame_bytes = 0;  // bytes of one operation's frames, summed over parts
-};
-
-using TopKFn = uint64_t (*)(std::span<float>, std::span<const float>, uint64_t, TopKScratch*);
-
-class Bench {
- public:
-  explicit Bench(const BenchArgs& a) : a_(a) {}
-
-  Status Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& bin_sizes,
-             const std::vector<uint64_t>& threads, const std::vector<uint64_t>& frames,
-             const std::set<std::string>& ops);
-  const std::vector<Row>& rows() const { return rows_; }
-
- private:
-  bool Want(const std::string& op) const { return ops_.count("all") || ops_.count(op); }
-  // Adds a row timed by the last call of Time().
-  void Add(Row row) {
-    row.seconds = last_.seconds;
-    row.elements_per_second = row.seconds > 0 ? row.elements / row.seconds : 0;
-    row.ratio_to_reference = last_.ratio;
-    PrintRow(row);
-    rows_.push_back(std::move(row));
-  }
-  static void PrintRow(const Row& r) {
-    std::string l = r.bin_size ? std::to_string(r.bin_size) : "-";
-    std::string p = r.frames ? std::to_string(r.frames) : "-";
-    std::string d = r.density > 0 ? FormatDouble(r.density, 4) : "-";
-    std::printf("%-18s %-17s %10" PRIu64 " %5s %3d %3s %9s %12.4e %12.2f %8.3f\n", r.op.c_str(),
-                r.codec.c_str(), r.elements, l.c_str(), r.threads, p.c_str(), d.c_str(), r.seconds,
-                r.elements_per_second / 1e6, r.ratio_to_reference);
-    std::fflush(stdout);
-  }
-  // How an operation and the reference pass paired with it are timed.
-  enum class Mode {
-    kBackToBack,   // calls back to back; the reference pass over the same tensors each call
-    kNewGradient,  // the same, the reference pass over a new gradient each call (as fn)
-    kCold,         // call by call from cold caches, the reference pass too (see EvictCaches)
-  };
-  // Times fn on `parts` threads (and, paired with it, the current reference
-  // pass on ref_parts threads; 0: parts).
-  void Time(int parts, const std::function<void(int)>& fn, Mode mode = Mode::kBackToBack,
-            int ref_parts = 0) {
-    const std::function<void(int)>& ref = mode == Mode::kNewGradient ? reference_next_ : reference_;
-    std::function<void(int)> evict;
-    if (mode == Mode::kCold) evict = [this](int) { EvictCaches(); };
-    last_ = TimeOp(parts, ref_parts ? ref_parts : parts, a_.repeats, a_.min_time, fn,
-                   ref ? &ref : nullptr, mode == Mode::kCold ? &evict : nullptr);
-  }
-  // Reads kEvictBytes of other data (one load per 64-byte line), so that
-  // what the next call touches is no longer in any cache level. Threads may
-  // call it at once (the buffer is only read).
-  static constexpr size_t kEvictBytes = size_t{256} << 20;  // above any one L3 of today's CPUs
-  void EvictCaches() {
-    uint64_t sum = 0;
-    for (size_t i = 0; i < evict_buf_.size(); i += 8) sum += evict_buf_[i];
-    evict_sink_.fetch_add(sum, std::memory_order_relaxed);  // keeps the loads
-  }
-  // One size and thread count: the data its rows read.
-  struct Case {
-    Case(uint64_t n, int t, uint64_t seed);
-    Case(const Case&) = delete;  // whole's spans point into data
-    Case& operator=(const Case&) = delete;
-    // "what (N elements, T threads)", the context of an error.
-    std::string Where(const std::string& what) const;
-
-    uint64_t elements;
-    int threads;
-    Data data;   // data.parts: one per thread (the reference pass, the baselines)
-    Part whole;  // all parts back to back: the one tensor AdaComp spreads over the threads
-    std::vector<std::vector<float>> ref_r;  // the reference pass's R, one per part
-  };
-  Status RunOne(uint64_t elements, int threads, const std::vector<uint64_t>& bin_sizes,
-                const std::vector<uint64_t>& frames);
-  Status ReferenceRow(Case& c);
-  Status AdaCompRow(Case& c, uint32_t l, double* density);
-  Status DecodeRows(Case& c, uint32_t l, const std::vector<uint64_t>& frames);
-  Status TopKRows(Case& c, uint32_t l, double density);
-  Status TopKFnRow(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
-                   uint32_t bin_size, const char* codec, TopKFn fn);
-  Status TopKCodecRow(Case& c, uint32_t l, double density, const std::vector<uint64_t>& selected);
-  Status OneBitRow(Case& c);
-
-  const BenchArgs& a_;
-  std::set<std::string> ops_;
-  std::vector<Row> rows_;
-  std::function<void(int)> reference_;       // the reference pass of the current size and threads
-  std::function<void(int)> reference_next_;  // the same over generator steps 1..kNextSteps in turn
-  Timing last_;
-  Failure failure_;
-  std::vector<uint64_t> evict_buf_;  // EvictCaches' data (allocated when decode rows are wanted)
-  std::atomic<uint64_t> evict_sink_{0};
-};
+namespace bench_detail {
 
 Status Bench::Run(const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& bin_sizes,
                   const std::vector<uint64_t>& threads, const std::vector<uint64_t>& frames,
@@ -351,139 +235,20 @@ Status Bench::DecodeRows(Case& c, uint32_t l, const std::vector<uint64_t>& frame
   return Status::OK();
 }
 
-// Top-k at the density AdaComp chose at bin size l on the same data, part by
-// part: nth_element, torch::topk (LibTorch builds) and the library's codec.
-Status Bench::TopKRows(Case& c, uint32_t l, double density) {
-  std::vector<Part>& parts = c.data.parts;
-  std::vector<uint64_t> selected(c.threads);
-  for (int t = 0; t < c.threads; ++t) {
-    selected[t] = static_cast<uint64_t>(std::llround(density * static_cast<double>(parts[t].size)));
-  }
-  if (Want("topk_nth")) {
-    ADACOMP_RETURN_IF_ERROR(TopKFnRow(parts, selected, l, "topk_nth_element", &TopKNthElement));
-  }
+}  // namespace bench_detail
+
+namespace {
+
+using bench_detail::Bench;
+using bench_detail::Row;
+
+constexpr const char* kCmd = "bench";
+
 #ifdef ADACOMP_BENCH_HAVE_TORCH
-  if (Want("topk_torch")) {
-    ADACOMP_RETURN_IF_ERROR(TopKFnRow(parts, selected, l, "topk_torch", &TopKTorch));
-  }
+constexpr bool kHaveTorch = true;
+#else
+constexpr bool kHaveTorch = false;
 #endif
-  if (Want("topk")) ADACOMP_RETURN_IF_ERROR(TopKCodecRow(c, l, density, selected));
-  return Status::OK();
-}
-
-// The library's topk codec, to finished frames, selected[t] elements of
-// part t.
-Status Bench::TopKCodecRow(Case& c, uint32_t l, double density,
-                           const std::vector<uint64_t>& selected) {
-  std::vector<Part>& parts = c.data.parts;
-  std::vector<std::unique_ptr<Compressor>> tk(c.threads);
-  std::vector<std::vector<uint8_t>> tk_frame(c.threads);
-  uint64_t tk_bytes = 0;
-  for (int t = 0; t < c.threads; ++t) {
-    CodecConfig cc;
-    cc.codec = Codec::kTopK;
-    cc.density = std::clamp(static_cast<double>(selected[t]) / parts[t].size, 1e-9, 1.0);
-    ADACOMP_ASSIGN_OR_RETURN(tk[t], Compressor::Create(cc, t, parts[t].size));
-    std::vector<float> decoded;
-    CompressStats stats;
-    ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*tk[t], parts[t].grad, &tk_frame[t], &stats, &decoded)
-                                .WithContext(c.Where("topk")));
-    float min_sent = INFINITY, max_kept = 0;
-    for (uint64_t j = 0; j < parts[t].size; ++j) {
-      if (decoded[j] != 0)
-        min_sent = std::min(min_sent, std::fabs(decoded[j]));
-      else
-        max_kept = std::max(max_kept, std::fabs(tk[t]->residue()[j]));
-    }
-    if (stats.selected > 0 && max_kept > min_sent) {
-      return Status::Internal(c.Where("topk codec: kept |G| above a sent |G|"));
-    }
-    tk_bytes += tk_frame[t].size();
-  }
-  Time(c.threads, [&](int t) {
-    tk_frame[t].clear();
-    Status st = tk[t]->Compress(parts[t].grad, &tk_frame[t]);
-    if (!st.ok()) failure_.Set(st.ToString());
-  });
-  if (failure_.failed()) return Status::Internal(c.Where("topk: " + failure_.message()));
-  Add({.op = "compress",
-       .codec = "topk",
-       .elements = c.elements,
-       .bin_size = l,
-       .threads = c.threads,
-       .frames = 1,
-       .density = density,
-       .frame_bytes = tk_bytes});
-  return Status::OK();
-}
-
-// onebit, one part per thread.
-Status Bench::OneBitRow(Case& c) {
-  std::vector<Part>& parts = c.data.parts;
-  std::vector<std::unique_ptr<Compressor>> ob(c.threads);
-  std::vector<std::vector<uint8_t>> frame(c.threads);
-  uint64_t bytes = 0;
-  for (int t = 0; t < c.threads; ++t) {
-    CodecConfig cc;
-    cc.codec = Codec::kOneBit;
-    ADACOMP_ASSIGN_OR_RETURN(ob[t], Compressor::Create(cc, t, parts[t].size));
-    std::vector<float> decoded;
-    CompressStats stats;
-    for (int step = 0; step < 2; ++step) {
-      ADACOMP_RETURN_IF_ERROR(CompressAndCheck(*ob[t], parts[t].grad, &frame[t], &stats, &decoded)
-                                  .WithContext(c.Where("onebit")));
-    }
-    bytes += frame[t].size();
-  }
-  Time(c.threads, [&](int t) {
-    frame[t].clear();
-    Status st = ob[t]->Compress(parts[t].grad, &frame[t]);
-    if (!st.ok()) failure_.Set(st.ToString());
-  });
-  if (failure_.failed()) return Status::Internal(c.Where("onebit: " + failure_.message()));
-  Add({.op = "compress",
-       .codec = "onebit",
-       .elements = c.elements,
-       .threads = c.threads,
-       .frames = 1,
-       .density = 1.0,
-       .frame_bytes = bytes});
-  return Status::OK();
-}
-
-// One row of a residual top-k function (nth_element or torch::topk),
-// selected[t] elements of part t.
-Status Bench::TopKFnRow(std::vector<Part>& parts, const std::vector<uint64_t>& selected,
-                        uint32_t bin_size, const char* codec, TopKFn fn) {
-  const int threads = static_cast<int>(parts.size());
-  uint64_t elements = 0, k_total = 0;
-  std::vector<std::vector<float>> residue(threads);
-  std::vector<TopKScratch> scratch(threads);
-  for (int t = 0; t < threads; ++t) {
-    elements += parts[t].size;
-    k_total += selected[t];
-    residue[t].assign(parts[t].size, 0.0f);
-    for (int step = 0; step < 2; ++step) {
-      std::vector<float> old = residue[t];
-      fn(residue[t], parts[t].grad, selected[t], &scratch[t]);
-      ADACOMP_RETURN_IF_ERROR(CheckTopK(old, parts[t].grad, residue[t], scratch[t],
-                                        std::min(selected[t], parts[t].size))
-                                  .WithContext(std::string(codec) + " (" +
-                                               std::to_string(parts[t].size) + " elements, k " +
-                                               std::to_string(selected[t]) + ")"));
-    }
-  }
-  Time(threads, [&](int t) { fn(residue[t], parts[t].grad, selected[t], &scratch[t]); });
-  Add({.op = "compress",
-       .codec = codec,
-       .elements = elements,
-       .bin_size = bin_size,
-       .threads = threads,
-       .frames = 1,
-       .density = static_cast<double>(k_total) / elements,
-       .frame_bytes = k_total * 8});  // 32-bit index + float32 value per element
-  return Status::OK();
-}
 
 nlohmann::json ToJson(const std::vector<Row>& rows, const BenchArgs& a,
                       const std::vector<uint64_t>& sizes) {
