@@ -55,8 +55,9 @@ def _layout(bucket, buf, entry):
 
 
 def _non_finite(arr, layout):
-    """The error for the bucket's first non-finite element, or None if all are finite
-    (on the failure path only: the compressors check their own slices)."""
+    """The error for the first non-finite element of ``arr`` (a bucket, or one
+    parameter's slice with its own layout), or None if all are finite. Used on the
+    failure path only: the compressors check their own slices."""
     bad = _adacomp.find_non_finite(arr)
     if bad is None:
         return None

@@ -461,7 +461,8 @@ class AdaCompState:
                     self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
                     frames.append(e.compressor.compress(arr[off:off + n]))
                 except Exception as exc:
-                    error = _non_finite(arr, ex.layout) or type(exc)(
+                    # A non-finite element in this parameter's slice: the message names it.
+                    error = _non_finite(arr[off:off + n], [(e, 0, n)]) or type(exc)(
                         f"adacomp hook: parameter {e.name!r}: {exc}")
                     break
                 ex.stats.append(e.compressor.last_stats)
