@@ -213,7 +213,7 @@ def speed(args):
                         s.update(hosts=hosts, link=link, machine=machine(), wall_run_s=wall,
                                  command=shlex.join(["scripts/cluster.sh", "run", "--each",
                                                      "--", "/usr/bin/python3"] +
-                                                    [os.path.relpath(example[0], args.examples)]
+                                                    ["examples/" + os.path.relpath(example[0], args.examples)]
                                                     + example[1:-1]),
                                  link_run_tx_bytes=sum(after[h][1] - before[h][1]
                                                        for h in after if h in before))
