@@ -210,10 +210,10 @@ def speed(args):
                     if rc == 0 and os.path.exists(path + ".tmp"):
                         with open(path + ".tmp") as f:
                             s = json.load(f)
+                        script = "examples/" + os.path.relpath(example[0], args.examples)
                         s.update(hosts=hosts, link=link, machine=machine(), wall_run_s=wall,
-                                 command=shlex.join(["scripts/cluster.sh", "run", "--each",
-                                                     "--", "/usr/bin/python3"] +
-                                                    ["examples/" + os.path.relpath(example[0], args.examples)]
+                                 command=shlex.join(["scripts/cluster.sh", "run", "--each", "--",
+                                                     "/usr/bin/python3", script]
                                                     + example[1:-1]),
                                  link_run_tx_bytes=sum(after[h][1] - before[h][1]
                                                        for h in after if h in before))
