@@ -64,8 +64,8 @@ def add_hook_args(ap):
                    help="powersgd: start_powerSGD_iter (default 10%% of --steps, at least 2)")
     g.add_argument("--codec", default="adacomp", help="adacomp hook: the codec")
     g.add_argument("--bin-size", type=int, default=0,
-                   help="adacomp hook: one bin size for every tensor (default: conv 50, fc "
-                        "500, other 500)")
+                   help="adacomp hook: one bin size for every tensor (default per layer "
+                        "type: conv, attention, mlp, embedding 50; fc, lstm, norm, other 500)")
     g.add_argument("--bin-sizes", type=bin_sizes, default={},
                    help="adacomp hook: bin sizes per layer type, e.g. conv=25,fc=250")
     g.add_argument("--values", choices=("ternary", "fp16", "fp32"), default="ternary",
