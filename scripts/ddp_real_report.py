@@ -202,6 +202,10 @@ def plot(model, res, spd):
                             rotation=30)
     axes[2].set_ylabel("s/step")
     axes[2].set_yscale("log")
+    # Plain numbers on the log axis (1.5, 2, 3, ...), not powers of ten.
+    from matplotlib.ticker import ScalarFormatter
+    for fmt in (axes[2].yaxis.set_major_formatter, axes[2].yaxis.set_minor_formatter):
+        fmt(ScalarFormatter())
     axes[2].set_title(f"time per step, {P} hosts")
     axes[2].legend(fontsize=7)
     axes[2].grid(alpha=0.3, axis="y")
