@@ -8,18 +8,15 @@
 # Environment: NOSIMD_BUILD_DIR (default <repo>/build-nosimd), JOBS (default nproc).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/side_build.sh"
 BUILD=${NOSIMD_BUILD_DIR:-$ROOT/build-nosimd}
-JOBS=${JOBS:-$(nproc)}
-GEN=()
-if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
 start=$(date +%s)
 
-cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+side_build "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS=-DADACOMP_NO_SIMD \
   -DADACOMP_WITH_TORCH=OFF -DADACOMP_WITH_MPI=OFF -DADACOMP_WITH_PYTHON=OFF \
-  -DADACOMP_BUILD_BENCH=OFF -DADACOMP_BUILD_TESTS=ON >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target adacomp_core_test adacomp_exchange_test
+  -DADACOMP_BUILD_BENCH=OFF -DADACOMP_BUILD_TESTS=ON \
+  -- --target adacomp_core_test adacomp_exchange_test
 
 "$BUILD/src/core/adacomp_core_test" --gtest_brief=1
 "$BUILD/src/exchange/adacomp_exchange_test" --gtest_brief=1

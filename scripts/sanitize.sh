@@ -24,20 +24,16 @@
 #    below). Every other test runs with detect_leaks=1.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/side_build.sh"
 BUILD=${ASAN_BUILD_DIR:-$ROOT/build-asan}
-JOBS=${JOBS:-$(nproc)}
-GEN=()
-if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
 
 # -O1 keeps the instrumented tests fast enough; assertions stay on (no NDEBUG).
-cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" \
+side_build "$BUILD" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DADACOMP_SANITIZE=address,undefined \
   -DADACOMP_WITH_TORCH=OFF -DADACOMP_WITH_PYTHON=OFF -DADACOMP_BUILD_BENCH=OFF \
-  -DADACOMP_BUILD_TESTS=ON >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
+  -DADACOMP_BUILD_TESTS=ON
 
 export ASAN_OPTIONS_BASE="abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -15,17 +15,14 @@
 # Environment: TSAN_BUILD_DIR (default <repo>/build-tsan), JOBS (default nproc).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/side_build.sh"
 BUILD=${TSAN_BUILD_DIR:-$ROOT/build-tsan}
-JOBS=${JOBS:-$(nproc)}
-GEN=()
-if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
 
-cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" \
+side_build "$BUILD" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DADACOMP_SANITIZE=thread \
   -DADACOMP_WITH_TORCH=OFF -DADACOMP_WITH_MPI=OFF -DADACOMP_WITH_PYTHON=OFF \
-  -DADACOMP_BUILD_BENCH=OFF -DADACOMP_BUILD_TESTS=ON >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target adacomp_core_test adacomp_comm_inprocess_test
+  -DADACOMP_BUILD_BENCH=OFF -DADACOMP_BUILD_TESTS=ON \
+  -- --target adacomp_core_test adacomp_comm_inprocess_test
 
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 start=$(date +%s)
