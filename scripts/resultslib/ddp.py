@@ -5,7 +5,7 @@ paper's default and its variants, over the seeds."""
 import os
 import statistics
 
-from .fmt import fmt_rate, fmt_spread
+from .fmt import fmt_rate, fmt_spread, md_section
 from .paths import IMG_DIR
 from .runs import ddp_variant_options, load_ddp_runs
 from .verdicts import early_tolerance, early_verdict_of, end_tolerance, met, spread
@@ -50,12 +50,9 @@ def ddp_section():
     dense, ada = runs.get("none", []), runs.get("adacomp", [])
     if not dense or not ada:
         return []
-    lines = []
-    w = lines.append
+    lines, w = md_section("The PyTorch DDP hook trained to the end")
     r0 = dense[0]
     decay = ", ".join(str(e) for e in r0.get("lr_decay_epochs", [])) or "none"
-    w("### The PyTorch DDP hook trained to the end")
-    w("")
     w("`/usr/bin/python3 scripts/ddp_accuracy.py --skip-existing`: examples/ddp_fashion_mnist.py, "
       "%d DDP ranks on Gloo x %d images per step each, SGD lr %g momentum 0.9, x0.1 after "
       "epochs %s, %d epochs (%d steps), its small CNN on Fashion-MNIST; without a hook "

@@ -1,8 +1,15 @@
 """Number and markdown formatting for docs/results.md: how each kind of cell
 is written (accuracies, losses, gaps, spreads, tolerances, rates, a run's
-settings and length) and the markdown table row and rule."""
+settings and length), a section's heading, and the markdown table row and rule."""
 
 from .runs import final_metric, is_lstm, spec
+
+
+def md_section(title):
+    """A section's lines so far (its "###" heading and a blank line) and the
+    function that appends one more."""
+    lines = ["### " + title, ""]
+    return lines, lines.append
 
 
 def md_row(cells):

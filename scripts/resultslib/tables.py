@@ -8,7 +8,7 @@ import statistics
 from .configs import MODELS, OPTIMIZERS
 from .fmt import (coding_share, fmt_diff, fmt_gap, fmt_metric, fmt_quick_rate, fmt_rate,
                   fmt_share, fmt_spread, fmt_tol, fmt_value, length_str, md_row, md_rule,
-                  setting_text)
+                  md_section, setting_text)
 from .runs import (LAYER_TYPES, cell_runs, codec_of, codec_options, final_metric,
                    remedy_options, sets_training, spec, tagged_runs)
 from .verdicts import (beyond, early_tolerances, early_verdict, early_verdict_of,
@@ -105,10 +105,7 @@ def remedies_table(runs):
             dense_other.setdefault((s.model, s.optimizer, s.seed), []).append(r)
     if not rem:
         return []
-    lines = []
-    w = lines.append
-    w("### Remedies measured at full scale (options beside the default)")
-    w("")
+    lines, w = md_section("Remedies measured at full scale (options beside the default)")
     w("Each remedy is the default AdaComp run (same model, optimizer, schedule, "
       "seed) with the options shown; *dense* and *default* are the same cell's "
       "runs at that seed. *worst from ep 2*: the most negative AdaComp - dense gap "
@@ -184,10 +181,7 @@ def recommended_table(runs):
             cells.append((key, dict(tags)))
     if not cells:
         return []
-    lines = []
-    w = lines.append
-    w("### The recommended settings over three seeds")
-    w("")
+    lines, w = md_section("The recommended settings over three seeds")
     w("AdaComp with the settings recommended below against the strongest dense run "
       "we measured for the cell, with the same training settings, both at every seed "
       "(seed 1 is the remedies table's run). *rate vs default*: the e2e rate as a "
@@ -237,10 +231,7 @@ def longer_table(runs):
                     if c["table"] == "longer"})
     if not cells:
         return []
-    lines = []
-    w = lines.append
-    w("### Trained for longer, and the learning rate tuned for each (seed 1)")
-    w("")
+    lines, w = md_section("Trained for longer, and the learning rate tuned for each (seed 1)")
     w("Each AdaComp run against the strongest dense run of the same length, whatever "
       "the learning rate of either (*lr*: AdaComp's / dense's, and the gradient "
       "clipping where set; *codec options*: what the AdaComp run sets beyond the "
