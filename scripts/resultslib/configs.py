@@ -272,6 +272,14 @@ def make_full_configs(cifar_dir):
                      "data_label": data_label, "seed": seed, "tag": tag,
                      "out_dir": FULL_DIR, "metrics": True})
 
+    def batch_lr_scaled(seed, batches, codecs, tag, extra=()):
+        """The mnist-cnn batch sweep (SGD) at the learning rate scaled with the
+        batch, 0.02 x B / 128: each batch size, each codec."""
+        for b in batches:
+            for codec in codecs:
+                add("batch", "mnist-cnn", codec, "sgd", seed, batch=b,
+                    extra=["--lr", "%g" % (0.02 * b / 128)] + list(extra), tag=tag)
+
     for seed in FULL_SEEDS:
         for model in MODELS:
             for optimizer in OPTIMIZERS:
@@ -341,45 +349,29 @@ def make_full_configs(cifar_dir):
     # At lr 0.02 dense itself is undertrained at batch 512 (89.54% against
     # 91.58% at 128): the learning rate scaled with the batch (0.02 x B / 128),
     # as a user would run it.
-    for b in (64, 256, 512):
-        for codec in ("dense", "adacomp"):
-            add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
-                extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
+    batch_lr_scaled(1, (64, 256, 512), ("dense", "adacomp"), "_lrB")
     # With the lr scaled to batch 256 and 512 AdaComp falls behind (-0.53 and
     # -1.02 pt): larger steps, as on char-lstm, where momentum correction let
     # AdaComp keep up with dense at lr 8.
-    for b in (256, 512):
-        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-            extra=["--lr", "%g" % (0.02 * b / 128), "--momentum-correction"], tag="_lrB_mc")
+    batch_lr_scaled(1, (256, 512), ("adacomp",), "_lrB_mc", ["--momentum-correction"])
     # Fewer, larger steps: at batch 512 an epoch is 117 steps, and fc weights
     # wait 400-600 steps in the residue at L_T 500 (docs/results/diagnosis.md), a
     # third of the whole run. Half the bin sizes (fc; fc and conv) halve the
     # wait at about half the rate.
     for b in (256, 512):
-        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "fc=250"], tag="_lrB_fc250")
-        add("batch", "mnist-cnn", "adacomp", "sgd", 1, batch=b,
-            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
-            tag="_lrB_bins2")
+        batch_lr_scaled(1, (b,), ("adacomp",), "_lrB_fc250", ["--bin-sizes", "fc=250"])
+        batch_lr_scaled(1, (b,), ("adacomp",), "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"])
     # Large-batch training scales the lr with a warm-up (Goyal et al.: linear
     # over the first epochs): one epoch here, dense and AdaComp alike.
     for b in (256, 512):
-        for codec in ("dense", "adacomp"):
-            add("batch", "mnist-cnn", codec, "sgd", 1, batch=b,
-                extra=["--lr", "%g" % (0.02 * b / 128), "--lr-warmup-steps", str(60000 // b)],
-                tag="_lrB_wu1")
+        batch_lr_scaled(1, (b,), ("dense", "adacomp"), "_lrB_wu1",
+                        ["--lr-warmup-steps", str(60000 // b)])
     # A second seed of the batch sweep with the lr scaled to the batch (at lr
     # 0.02 dense itself is mistuned at 256 and 512): are its gaps beyond noise?
-    for b in (64, 256, 512):
-        for codec in ("dense", "adacomp"):
-            add("batch", "mnist-cnn", codec, "sgd", 2, batch=b,
-                extra=["--lr", "%g" % (0.02 * b / 128)], tag="_lrB")
+    batch_lr_scaled(2, (64, 256, 512), ("dense", "adacomp"), "_lrB")
     # Half the conv and fc bin sizes took batch 512 from -1.02 to -0.16 pt at
     # seed 1 (256: no change, -0.53): the second seed of both.
-    for b in (256, 512):
-        add("batch", "mnist-cnn", "adacomp", "sgd", 2, batch=b,
-            extra=["--lr", "%g" % (0.02 * b / 128), "--bin-sizes", "conv=25,fc=250"],
-            tag="_lrB_bins2")
+    batch_lr_scaled(2, (256, 512), ("adacomp",), "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"])
     # At seed 2 the halved bins did not help at 512 (-1.58 pt; default -1.41).
     # Is it the number of steps, 1404 at batch 512 against 5616 at 128, in
     # which each element is sent about a quarter as often per example? Bins a
@@ -387,30 +379,25 @@ def make_full_configs(cifar_dir):
     # as often per example as at batch 128: a diagnostic, at a quarter of the
     # rate.
     for seed in (1, 2):
-        add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=512,
-            extra=["--lr", "0.08", "--bin-sizes", "conv=12,fc=125,other=125"], tag="_lrB_bins4")
+        batch_lr_scaled(seed, (512,), ("adacomp",), "_lrB_bins4",
+                        ["--bin-sizes", "conv=12,fc=125,other=125"])
     # Four times the step: an element released from the residue carries four
     # times the gradient into the momentum, as on char-lstm at lr 8, where
     # momentum correction closed the gap. On CNNs its factor masking of the
     # conv weights costs (batch 128), so on the fc weights only.
     for seed in (1, 2):
-        for b in (512, 256):
-            add("batch", "mnist-cnn", "adacomp", "sgd", seed, batch=b,
-                extra=["--lr", "%g" % (0.02 * b / 128), "--local-optimizer-types", "fc"],
-                tag="_lrB_mcfc")
+        batch_lr_scaled(seed, (512, 256), ("adacomp",), "_lrB_mcfc",
+                        ["--local-optimizer-types", "fc"])
     # Batch 512, where the default misses most: a third seed of dense, the
     # default and momentum correction on the fc weights.
-    add("batch", "mnist-cnn", "dense", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
-    add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512, extra=["--lr", "0.08"], tag="_lrB")
-    add("batch", "mnist-cnn", "adacomp", "sgd", 3, batch=512,
-        extra=["--lr", "0.08", "--local-optimizer-types", "fc"], tag="_lrB_mcfc")
+    batch_lr_scaled(3, (512,), ("dense", "adacomp"), "_lrB")
+    batch_lr_scaled(3, (512,), ("adacomp",), "_lrB_mcfc", ["--local-optimizer-types", "fc"])
     # Batch 256, where the default misses narrowly (-0.38 pt over two seeds):
     # a third seed of dense, the default and both remedies.
     for codec, tag, extra in (("dense", "_lrB", []), ("adacomp", "_lrB", []),
                               ("adacomp", "_lrB_bins2", ["--bin-sizes", "conv=25,fc=250"]),
                               ("adacomp", "_lrB_mcfc", ["--local-optimizer-types", "fc"])):
-        add("batch", "mnist-cnn", codec, "sgd", 3, batch=256, extra=["--lr", "0.04"] + extra,
-            tag=tag)
+        batch_lr_scaled(3, (256,), (codec,), tag, extra)
     # Is local Adam's lead on char-lstm the optimizer or the compression?
     # Dense with the same optimizer on each learner (every tensor sent dense,
     # so nothing is masked: each learner's Adam step, averaged).
