@@ -1,18 +1,59 @@
-"""What the DDP hook tests share: a stand-in for DDP's GradBucket, a free port, and a
-test case run inside a one-process Gloo group."""
+"""What the DDP hook tests share: a stand-in for DDP's GradBucket, a free port, a
+test case run inside a one-process Gloo group, and a Gloo world of spawned processes
+(spawn_world starts the workers; each one runs inside gloo_rank, which saves the
+result spawn_world returns)."""
 
+import contextlib
 import os
 import socket
+import tempfile
 import unittest
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def join_gloo(rank, port, world):
+    """A spawned worker's first step: joins its Gloo group on 127.0.0.1:port as rank
+    `rank` of `world`, with one torch thread."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+
+def _result_path(outdir, rank):
+    return os.path.join(outdir, f"result{rank}.pt")
+
+
+@contextlib.contextmanager
+def gloo_rank(rank, port, world, outdir):
+    """A spawned worker's body: joins the group (join_gloo), yields the dict of its
+    result to fill, and on the way out, error or not, saves that dict where spawn_world
+    reads it and leaves the group."""
+    join_gloo(rank, port, world)
+    result = {}
+    try:
+        yield result
+    finally:
+        torch.save(result, _result_path(outdir, rank))
+        dist.destroy_process_group()
+
+
+def spawn_world(worker, world):
+    """Runs worker(rank, port, outdir) on `world` processes (a rank that dies fails the
+    caller) and returns the results their gloo_rank blocks saved, in rank order."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    with tempfile.TemporaryDirectory() as outdir:
+        mp.spawn(worker, args=(free_port(), outdir), nprocs=world, join=True)
+        return [torch.load(_result_path(outdir, r)) for r in range(world)]
 
 
 class FakeBucket:

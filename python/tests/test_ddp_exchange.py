@@ -7,19 +7,16 @@ rolled back (the state as if that batch was never seen).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_exchange
 """
 
-import os
-import tempfile
 import unittest
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 import adacomp.torch as adt
 import adacomp.torch.state as hook_state
-from ddp_test_util import free_port
+from ddp_test_util import gloo_rank, spawn_world
 
 WORLD = 3
 STEPS = 6
@@ -85,32 +82,17 @@ def run(rank, name, damage_at=None):
 
 
 def worker(rank, port, outdir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096  # several buckets per step
-    out = {}
-    try:
+    with gloo_rank(rank, port, WORLD, outdir) as out:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 4096  # several buckets per step
         for name in CONFIGS:
             out[name] = run(rank, name)
         out["damaged"] = run(rank, "reduce-scatter", damage_at=3)
-    finally:
-        torch.save(out, os.path.join(outdir, f"r{rank}.pt"))
-        dist.destroy_process_group()
 
 
 class HookExchangeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        mp.spawn(worker, args=(free_port(), cls.tmp.name), nprocs=WORLD, join=True)
-        cls.r = [torch.load(os.path.join(cls.tmp.name, f"r{k}.pt")) for k in range(WORLD)]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+        cls.r = spawn_world(worker, WORLD)
 
     def same(self, a, b, what):
         self.assertEqual(set(a), set(b), what)

@@ -19,28 +19,21 @@ import copy
 import hashlib
 import os
 import sys
-import tempfile
 import unittest
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 import adacomp
 import adacomp.torch as adt
-from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port
+from ddp_test_util import FakeBucket, OneProcessGroupTest, gloo_rank, spawn_world
 
 WORLD = 2
 STEPS = 40
 RESUME_AT = 25
 BATCH = 32
-
-
-def spawn_world(fn, outdir):
-    """Runs fn(rank, port, outdir) on WORLD processes; a rank that dies fails the test."""
-    mp.spawn(fn, args=(free_port(), outdir), nprocs=WORLD, join=True)
 
 
 class Net(nn.Module):
@@ -72,7 +65,8 @@ def batch_for(x, y, step, rank):
 
 
 class SendCounter:
-    """Wraps dist.isend; counts what this rank sends and walks the frames in it.
+    """Wraps dist.isend inside a with block; counts what this rank sends and walks the
+    frames in it.
 
     The hook's message layout (python/adacomp/torch/transport.py, _Exchange): a message on an
     even tag is an int64 header, then the rank's frames when the header is >= 0;
@@ -84,6 +78,13 @@ class SendCounter:
         self.frame_bytes = 0       # frame bytes in those messages
         self.elements = 0
         self.original = dist.isend
+
+    def __enter__(self):
+        dist.isend = self
+        return self
+
+    def __exit__(self, *exc):
+        dist.isend = self.original
 
     def __call__(self, tensor, dst, group=None, tag=0):
         work = self.original(tensor, dst, group=group, tag=tag)
@@ -123,16 +124,9 @@ def full_loss(model, x, y):
 
 
 def worker(rank, port, outdir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    # Small buckets: several per step, and DDP reorders them after step 1.
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
-    counter = SendCounter()
-    dist.isend = counter
-    result = {}
-    try:
+    with gloo_rank(rank, port, WORLD, outdir) as result, SendCounter() as counter:
+        # Small buckets: several per step, and DDP reorders them after step 1.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
         x, y = make_data()
         torch.manual_seed(0)
         model = Net()
@@ -204,24 +198,12 @@ def worker(rank, port, outdir):
             result["nan_error"] = None
         except Exception as exc:  # noqa: BLE001 - any error type is fine, a hang is not
             result["nan_error"] = f"{type(exc).__name__}: {exc}"
-    finally:
-        dist.isend = counter.original
-        torch.save(result, os.path.join(outdir, f"result{rank}.pt"))
-        dist.destroy_process_group()
 
 
 class DdpHookTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        spawn_world(worker, cls.tmp.name)
-        cls.results = [torch.load(os.path.join(cls.tmp.name, f"result{r}.pt"))
-                       for r in range(WORLD)]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+        cls.results = spawn_world(worker, WORLD)
 
     def test_replicas_identical(self):
         p0, p1 = self.results[0]["params"], self.results[1]["params"]
@@ -411,19 +393,11 @@ def atomic_run(rank, x, y, fail):
 
 
 def atomic_worker(rank, port, outdir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
-    result = {}
-    try:
+    with gloo_rank(rank, port, WORLD, outdir) as result:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
         x, y = make_data()
         result["failing"] = atomic_run(rank, x, y, fail=True)
         result["skipping"] = atomic_run(rank, x, y, fail=False)
-    finally:
-        torch.save(result, os.path.join(outdir, f"atomic{rank}.pt"))
-        dist.destroy_process_group()
 
 
 class AtomicStepTest(unittest.TestCase):
@@ -431,15 +405,7 @@ class AtomicStepTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        spawn_world(atomic_worker, cls.tmp.name)
-        cls.results = [torch.load(os.path.join(cls.tmp.name, f"atomic{r}.pt"))
-                       for r in range(WORLD)]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+        cls.results = spawn_world(atomic_worker, WORLD)
 
     def test_every_rank_raises_at_the_failed_steps_only(self):
         for rank, r in enumerate(self.results):

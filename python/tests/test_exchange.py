@@ -30,7 +30,7 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
-from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port
+from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port, join_gloo
 
 STEPS = 4
 OVERFLOW_STEP = 2  # dense gradients after a step of sparse ones
@@ -73,10 +73,7 @@ class SendCounter:
 
 
 def exchange_worker(rank, port, world, outdir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    join_gloo(rank, port, world)
     counter = SendCounter()
     dist.isend = counter
     out = {"frames": [], "averaged": [], "frame_bytes": 0}
@@ -175,10 +172,7 @@ CYCLES = 3
 
 
 def no_sync_worker(rank, port, outdir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    join_gloo(rank, port, 2)
     out = {"local_sums": [], "averaged": []}
     try:
         torch.manual_seed(0)
