@@ -4,7 +4,11 @@
 // both describe a mismatch with the same words. Internal header.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string_view>
+
+#include "../core/names.h"
 
 namespace adacomp::comm_internal {
 
@@ -19,24 +23,12 @@ enum class CollectiveKind : int64_t {
   kAllToAllV = 7,
 };
 
+inline constexpr std::array<std::string_view, 7> kCollectiveNames = {
+    "AllGatherV", "AllReduceSum", "Broadcast", "Barrier", "Leave", "AllReduceSumHalf", "AllToAllV"};
+
+// The table's entries are literals, so each view is NUL-terminated.
 inline const char* CollectiveName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllGatherV:
-      return "AllGatherV";
-    case CollectiveKind::kAllReduceSum:
-      return "AllReduceSum";
-    case CollectiveKind::kBroadcast:
-      return "Broadcast";
-    case CollectiveKind::kBarrier:
-      return "Barrier";
-    case CollectiveKind::kLeave:
-      return "Leave";
-    case CollectiveKind::kAllReduceSumHalf:
-      return "AllReduceSumHalf";
-    case CollectiveKind::kAllToAllV:
-      return "AllToAllV";
-  }
-  return "unknown collective";
+  return names::Of(kind, kCollectiveNames, "unknown collective", 1).data();
 }
 
 }  // namespace adacomp::comm_internal

@@ -1,5 +1,6 @@
 // Codec names, config validation, Compressor::Create, and the shared helpers
 // of compress/common.h.
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -9,80 +10,49 @@
 #include "compress/common.h"
 #include "core/crc32c.h"
 #include "core/endian.h"
+#include "core/names.h"
 #include "core/simd.h"
 #include "wire/frame.h"
 
 namespace adacomp {
 
-std::string_view CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kDense:
-      return "dense";
-    case Codec::kAdaComp:
-      return "adacomp";
-    case Codec::kTopK:
-      return "topk";
-    case Codec::kThreshold:
-      return "threshold";
-    case Codec::kOneBit:
-      return "onebit";
-    case Codec::kTernGrad:
-      return "terngrad";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr std::array<std::string_view, 6> kCodecNames = {"dense",     "adacomp", "topk",
+                                                         "threshold", "onebit",  "terngrad"};
+constexpr std::array<std::string_view, kLayerTypeCount> kLayerTypeNames = {"conv", "fc", "lstm",
+                                                                           "other"};
+constexpr std::array<std::string_view, 3> kValueModeNames = {"ternary", "fp16", "fp32"};
+static_assert(kCodecNames.size() == wire::kMaxCodecId + 1);
+
+}  // namespace
+
+std::string_view CodecName(Codec codec) { return names::Of(codec, kCodecNames, "unknown"); }
 
 Result<Codec> ParseCodec(std::string_view name) {
-  for (uint8_t i = 0; i <= wire::kMaxCodecId; ++i) {
-    if (CodecName(static_cast<Codec>(i)) == name) return static_cast<Codec>(i);
-  }
-  return Status::InvalidArgument("unknown codec '" + std::string(name) +
-                                 "' (expected dense, adacomp, topk, threshold, onebit or "
-                                 "terngrad)");
+  return names::Parse<Codec>(name, kCodecNames, "unknown codec ",
+                             " (expected dense, adacomp, topk, threshold, onebit or terngrad)");
 }
 
 const char* LayerTypeName(LayerType type) {
-  switch (type) {
-    case LayerType::kConv:
-      return "conv";
-    case LayerType::kFc:
-      return "fc";
-    case LayerType::kLstm:
-      return "lstm";
-    case LayerType::kOther:
-      return "other";
-  }
-  return "?";
+  // The table's entries are literals, so each view is NUL-terminated.
+  return names::Of(type, kLayerTypeNames, "?").data();
 }
 
 uint32_t DefaultBinSize(LayerType type) { return type == LayerType::kConv ? 50 : 500; }
 
 Result<LayerType> ParseLayerType(std::string_view name) {
-  for (int t = 0; t < kLayerTypeCount; ++t) {
-    if (name == LayerTypeName(static_cast<LayerType>(t))) return static_cast<LayerType>(t);
-  }
-  return Status::InvalidArgument("unknown layer type '" + std::string(name) +
-                                 "' (expected conv, fc, lstm or other)");
+  return names::Parse<LayerType>(name, kLayerTypeNames, "unknown layer type ",
+                                 " (expected conv, fc, lstm or other)");
 }
 
 std::string_view ValueModeName(ValueMode mode) {
-  switch (mode) {
-    case ValueMode::kTernary:
-      return "ternary";
-    case ValueMode::kFp16:
-      return "fp16";
-    case ValueMode::kFp32:
-      return "fp32";
-  }
-  return "unknown";
+  return names::Of(mode, kValueModeNames, "unknown");
 }
 
 Result<ValueMode> ParseValueMode(std::string_view name) {
-  for (uint8_t i = 0; i <= 2; ++i) {
-    if (ValueModeName(static_cast<ValueMode>(i)) == name) return static_cast<ValueMode>(i);
-  }
-  return Status::InvalidArgument("unknown value mode '" + std::string(name) +
-                                 "' (expected ternary, fp16 or fp32)");
+  return names::Parse<ValueMode>(name, kValueModeNames, "unknown value mode ",
+                                 " (expected ternary, fp16 or fp32)");
 }
 
 Status CodecConfig::Validate() const {
@@ -136,21 +106,13 @@ Result<std::unique_ptr<Compressor>> Compressor::Create(const CodecConfig& config
     return Status::InvalidArgument("a tensor may have at most 2^32-1 elements, got " +
                                    std::to_string(elements));
   }
-  switch (config.codec) {
-    case Codec::kDense:
-      return internal::NewDenseCompressor(config, tensor_id, elements);
-    case Codec::kAdaComp:
-      return internal::NewAdaCompCompressor(config, tensor_id, elements);
-    case Codec::kTopK:
-      return internal::NewTopKCompressor(config, tensor_id, elements);
-    case Codec::kThreshold:
-      return internal::NewThresholdCompressor(config, tensor_id, elements);
-    case Codec::kOneBit:
-      return internal::NewOneBitCompressor(config, tensor_id, elements);
-    case Codec::kTernGrad:
-      return internal::NewTernGradCompressor(config, tensor_id, elements);
-  }
-  return Status::InvalidArgument("unknown codec");
+  // Indexed by codec id (Validate checked it).
+  using Factory = std::unique_ptr<Compressor> (*)(const CodecConfig&, uint32_t, uint64_t);
+  static constexpr std::array<Factory, kCodecNames.size()> kFactories = {
+      internal::NewDenseCompressor,  internal::NewAdaCompCompressor,
+      internal::NewTopKCompressor,   internal::NewThresholdCompressor,
+      internal::NewOneBitCompressor, internal::NewTernGradCompressor};
+  return kFactories[static_cast<size_t>(config.codec)](config, tensor_id, elements);
 }
 
 std::optional<size_t> FindNonFinite(std::span<const float> values) {

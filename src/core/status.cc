@@ -1,30 +1,22 @@
 // Implementation of adacomp::Status (include/adacomp/status.h).
 #include "adacomp/status.h"
 
+#include <array>
+
+#include "core/names.h"
+
 namespace adacomp {
 
+namespace {
+
+constexpr std::array<std::string_view, 9> kStatusCodeNames = {
+    "OK",         "InvalidArgument", "Corruption", "NotFound", "IOError",
+    "OutOfRange", "Unavailable",     "Aborted",    "Internal"};
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kCorruption:
-      return "Corruption";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kIOError:
-      return "IOError";
-    case StatusCode::kOutOfRange:
-      return "OutOfRange";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kAborted:
-      return "Aborted";
-    case StatusCode::kInternal:
-      return "Internal";
-  }
-  return "Unknown";
+  return names::Of(code, kStatusCodeNames, "Unknown");
 }
 
 Status::Status(StatusCode code, std::string message) {

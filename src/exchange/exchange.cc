@@ -1,10 +1,12 @@
 // The gradient exchange of one step (see include/adacomp/exchange.h).
 #include "adacomp/exchange.h"
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <string>
 
+#include "core/names.h"
 #include "core/simd.h"
 #include "exchange/exchange_choice.h"
 #include "exchange/slice_exchange.h"
@@ -24,25 +26,18 @@ using Hold = exchange_internal::ThrottleHold;
 // group runs the same build).
 constexpr size_t kAgreeBytes = 16;
 
+constexpr std::array<std::string_view, 3> kExchangeKindNames = {"allgather", "reduce-scatter",
+                                                                "auto"};
+
 }  // namespace
 
 std::string_view ExchangeKindName(ExchangeKind kind) {
-  switch (kind) {
-    case ExchangeKind::kReduceScatter:
-      return "reduce-scatter";
-    case ExchangeKind::kAuto:
-      return "auto";
-    default:
-      return "allgather";
-  }
+  return names::Of(kind, kExchangeKindNames, "allgather");
 }
 
 Result<ExchangeKind> ParseExchangeKind(std::string_view name) {
-  if (name == "allgather") return ExchangeKind::kAllGather;
-  if (name == "reduce-scatter") return ExchangeKind::kReduceScatter;
-  if (name == "auto") return ExchangeKind::kAuto;
-  return Status::InvalidArgument("unknown exchange '" + std::string(name) +
-                                 "' (allgather, reduce-scatter, auto)");
+  return names::Parse<ExchangeKind>(name, kExchangeKindNames, "unknown exchange ",
+                                    " (allgather, reduce-scatter, auto)");
 }
 
 GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,

@@ -1,8 +1,10 @@
 // The torch-free parts of adacomp/trainer.h: names, defaults, JSON output.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "../core/names.h"
 #include "adacomp/trainer.h"
 
 namespace adacomp {
@@ -31,52 +33,30 @@ json PerType(const std::optional<double> (&v)[kLayerTypeCount]) {
 
 }  // namespace
 
-std::string_view ModelName(Model model) {
-  switch (model) {
-    case Model::kMnistCnn:
-      return "mnist-cnn";
-    case Model::kCifarCnn:
-      return "cifar-cnn";
-    case Model::kFcDnn:
-      return "fc-dnn";
-    case Model::kCharLstm:
-      return "char-lstm";
-  }
-  return "?";
-}
+namespace {
+
+constexpr std::array<std::string_view, 4> kModelNames = {"mnist-cnn", "cifar-cnn", "fc-dnn",
+                                                         "char-lstm"};
+constexpr std::array<std::string_view, 2> kOptimizerNames = {"sgd", "adam"};
+
+}  // namespace
+
+std::string_view ModelName(Model model) { return names::Of(model, kModelNames, "?"); }
 
 Result<Model> ParseModel(std::string_view name) {
-  for (uint8_t m = 0; m <= static_cast<uint8_t>(Model::kCharLstm); ++m) {
-    if (ModelName(static_cast<Model>(m)) == name) return static_cast<Model>(m);
-  }
-  return Status::InvalidArgument("--model '" + std::string(name) +
-                                 "' is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or "
-                                 "char-lstm)");
+  return names::Parse<Model>(name, kModelNames, "--model ",
+                             " is unknown (expected mnist-cnn, cifar-cnn, fc-dnn or char-lstm)");
 }
 
-std::vector<std::string> ModelNames() {
-  std::vector<std::string> out;
-  for (uint8_t m = 0; m <= static_cast<uint8_t>(Model::kCharLstm); ++m) {
-    out.emplace_back(ModelName(static_cast<Model>(m)));
-  }
-  return out;
-}
+std::vector<std::string> ModelNames() { return {kModelNames.begin(), kModelNames.end()}; }
 
 std::string_view OptimizerName(Optimizer optimizer) {
-  switch (optimizer) {
-    case Optimizer::kSgd:
-      return "sgd";
-    case Optimizer::kAdam:
-      return "adam";
-  }
-  return "?";
+  return names::Of(optimizer, kOptimizerNames, "?");
 }
 
 Result<Optimizer> ParseOptimizer(std::string_view name) {
-  if (name == "sgd") return Optimizer::kSgd;
-  if (name == "adam") return Optimizer::kAdam;
-  return Status::InvalidArgument("--optimizer '" + std::string(name) +
-                                 "' is unknown (expected sgd or adam)");
+  return names::Parse<Optimizer>(name, kOptimizerNames, "--optimizer ",
+                                 " is unknown (expected sgd or adam)");
 }
 
 std::string StepMetrics::ToJson() const {
