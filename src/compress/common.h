@@ -13,6 +13,7 @@
 
 #include "adacomp/codec.h"
 #include "adacomp/status.h"
+#include "wire/format.h"
 
 namespace adacomp::internal {
 
@@ -65,6 +66,57 @@ inline Status RestoreState(const CompressorSnapshot& s, uint64_t* step, std::spa
   *step = s.step;
   return Status::OK();
 }
+
+// The state and checkpoint plumbing of the baseline codecs (dense, topk,
+// threshold, onebit, terngrad): a step count and, for the codecs that keep
+// one, a residue of `elements` floats (zero at start; empty for the others).
+// A subclass frames its step between BeginFrame and EndFrame.
+template <Codec kCodec, bool kKeepsResidue>
+class BaselineCompressor : public Compressor {
+ public:
+  BaselineCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
+      : Compressor(c, id, n), residue_(kKeepsResidue ? n : 0, 0.0f) {}
+
+  std::span<const float> residue() const override { return residue_; }
+  std::vector<uint8_t> SaveState() const override {
+    return SaveStateBytes(kCodec, ValueMode::kTernary, elements(), step_, residue_);
+  }
+  Status LoadState(std::span<const uint8_t> state) override {
+    return LoadStateBytes(state, kCodec, ValueMode::kTernary, elements(), &step_, residue_);
+  }
+  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
+  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
+
+ protected:
+  // Appends this step's frame header (codec parameters `p`) and `payload`
+  // zero bytes to *frame; returns where the payload starts.
+  uint8_t* BeginFrame(std::vector<uint8_t>* frame, const wire::Params& p, size_t payload) {
+    start_ = frame->size();
+    const size_t at = wire::BeginFrame(frame, kCodec, tensor_id(), elements(), p, payload);
+    return frame->data() + at;
+  }
+  // Seals the frame that BeginFrame began, counts the step, and fills
+  // *stats (when given) for `selected` elements sent.
+  Status EndFrame(std::vector<uint8_t>* frame, uint64_t selected, CompressStats* stats) {
+    wire::FinishFrame(frame, start_);
+    if (stats) {
+      *stats = CompressStats{};
+      stats->elements = elements();
+      stats->selected = selected;
+      stats->frame_bytes = frame->size() - start_;
+    }
+    ++step_;
+    return Status::OK();
+  }
+
+  uint64_t step() const { return step_; }
+
+  std::vector<float> residue_;
+
+ private:
+  uint64_t step_ = 0;
+  size_t start_ = 0;  // where this step's frame begins in the caller's buffer
+};
 
 // Fills the 17-entry histogram with one bin that selected `count` elements.
 inline void AddToHistogram(std::array<uint64_t, 17>* hist, uint64_t count) {

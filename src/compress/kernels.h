@@ -152,21 +152,30 @@ inline float MaxAbsSumChecked(const float* r, const float* g, size_t n, bool* ba
 
 // Vector versions: groups of 4 elements (a group never straddles a 64-bit
 // word, as 64 is a multiple of 4), then the last len % 4 one by one.
+// One group of 4 of the selection rule: G = r + g, and the lanes where
+// |G + g| >= m and G != 0 (all ones) or not (zero).
+struct PickGroup {
+  __m128 G;
+  __m128 pick;
+};
+inline PickGroup Pick4(const float* r, const float* g, __m128 vm) {
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
+  const __m128 gv = _mm_loadu_ps(g);
+  const __m128 G = _mm_add_ps(_mm_loadu_ps(r), gv);
+  const __m128 H = _mm_add_ps(G, gv);
+  return {
+      G, _mm_and_ps(_mm_cmpge_ps(_mm_and_ps(H, abs_mask), vm), _mm_cmpneq_ps(G, _mm_setzero_ps()))};
+}
+
 inline void SelectTernary(float* r, const float* g, size_t len, float m, float s, uint64_t* sel,
                           uint64_t* neg) {
-  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
   const __m128 sign_mask = _mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(0x80000000u)));
   const __m128 vm = _mm_set1_ps(m);
   const __m128 vs = _mm_set1_ps(s);
-  const __m128 zero = _mm_setzero_ps();
   uint64_t sw = 0, nw = 0;
   size_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const __m128 gv = _mm_loadu_ps(g + j);
-    const __m128 G = _mm_add_ps(_mm_loadu_ps(r + j), gv);
-    const __m128 H = _mm_add_ps(G, gv);
-    const __m128 pick =
-        _mm_and_ps(_mm_cmpge_ps(_mm_and_ps(H, abs_mask), vm), _mm_cmpneq_ps(G, zero));
+    const auto [G, pick] = Pick4(r + j, g + j, vm);
     const __m128 q = _mm_and_ps(_mm_or_ps(vs, _mm_and_ps(G, sign_mask)), pick);
     _mm_storeu_ps(r + j, _mm_sub_ps(G, q));
     const int t = static_cast<int>(j % 64);
@@ -193,17 +202,11 @@ inline void SelectTernary(float* r, const float* g, size_t len, float m, float s
 }
 
 inline void SelectKeep(float* r, const float* g, size_t len, float m, uint64_t* sel) {
-  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
   const __m128 vm = _mm_set1_ps(m);
-  const __m128 zero = _mm_setzero_ps();
   uint64_t sw = 0;
   size_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const __m128 gv = _mm_loadu_ps(g + j);
-    const __m128 G = _mm_add_ps(_mm_loadu_ps(r + j), gv);
-    const __m128 H = _mm_add_ps(G, gv);
-    const __m128 pick =
-        _mm_and_ps(_mm_cmpge_ps(_mm_and_ps(H, abs_mask), vm), _mm_cmpneq_ps(G, zero));
+    const auto [G, pick] = Pick4(r + j, g + j, vm);
     _mm_storeu_ps(r + j, G);
     const int t = static_cast<int>(j % 64);
     sw |= static_cast<uint64_t>(_mm_movemask_ps(pick)) << t;

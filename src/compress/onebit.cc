@@ -10,10 +10,9 @@
 namespace adacomp::internal {
 namespace {
 
-class OneBitCompressor final : public Compressor {
+class OneBitCompressor final : public BaselineCompressor<Codec::kOneBit, true> {
  public:
-  OneBitCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
-      : Compressor(c, id, n), residue_(n, 0.0f) {}
+  using BaselineCompressor::BaselineCompressor;
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
@@ -39,34 +38,11 @@ class OneBitCompressor final : public Compressor {
     p.scale = pos_n ? static_cast<float>(pos_total / static_cast<double>(pos_n)) : 0.0f;
     p.scale2 = neg_n ? static_cast<float>(neg_total / static_cast<double>(neg_n)) : 0.0f;
     const size_t payload = (n + 7) / 8;
-    const size_t start = frame->size();
-    const size_t at = wire::BeginFrame(frame, Codec::kOneBit, tensor_id(), n, p, payload);
-    uint8_t* dst = frame->data() + at;  // zero-filled by BeginFrame
+    uint8_t* dst = BeginFrame(frame, p, payload);  // zero-filled by BeginFrame
     // Pass 2: the sign bits and R = G - (dequantized G), fused.
     OneBitApply(r, g, n, p.scale, p.scale2, dst);
-    wire::FinishFrame(frame, start);
-    if (stats) {
-      *stats = CompressStats{};
-      stats->elements = n;
-      stats->selected = n;
-      stats->frame_bytes = frame->size() - start;
-    }
-    ++step_;
-    return Status::OK();
+    return EndFrame(frame, n, stats);
   }
-  std::span<const float> residue() const override { return residue_; }
-  std::vector<uint8_t> SaveState() const override {
-    return SaveStateBytes(Codec::kOneBit, ValueMode::kTernary, elements(), step_, residue_);
-  }
-  Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kOneBit, ValueMode::kTernary, elements(), &step_, residue_);
-  }
-  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
-  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
-
- private:
-  std::vector<float> residue_;
-  uint64_t step_ = 0;
 };
 
 }  // namespace

@@ -12,22 +12,20 @@
 namespace adacomp::internal {
 namespace {
 
-class TernGradCompressor final : public Compressor {
+class TernGradCompressor final : public BaselineCompressor<Codec::kTernGrad, false> {
  public:
-  TernGradCompressor(const CodecConfig& c, uint32_t id, uint64_t n) : Compressor(c, id, n) {}
+  using BaselineCompressor::BaselineCompressor;
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
-    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements()));
+    float s = 0.0f;  // max |g|, from the same pass that checks g
+    ADACOMP_RETURN_IF_ERROR(CheckGradient(grad, elements(), &s));
     const size_t n = grad.size();
-    const float s = MaxAbs(grad);
     wire::Params p;
     p.scale = s;
     const size_t payload = (n + 4) / 5;
-    const size_t start = frame->size();
-    const size_t at = wire::BeginFrame(frame, Codec::kTernGrad, tensor_id(), n, p, payload);
-    uint8_t* dst = frame->data() + at;
-    const uint64_t key = TernGradStepKey(config().seed, tensor_id(), step_);
+    uint8_t* dst = BeginFrame(frame, p, payload);
+    const uint64_t key = TernGradStepKey(config().seed, tensor_id(), step());
     uint64_t sent = 0;
     for (size_t b = 0; b < payload; ++b) {
       const size_t lo = 5 * b;
@@ -44,28 +42,8 @@ class TernGradCompressor final : public Compressor {
       }
       dst[b] = static_cast<uint8_t>(v);
     }
-    wire::FinishFrame(frame, start);
-    ++step_;
-    if (stats) {
-      *stats = CompressStats{};
-      stats->elements = n;
-      stats->selected = sent;
-      stats->frame_bytes = frame->size() - start;
-    }
-    return Status::OK();
+    return EndFrame(frame, sent, stats);
   }
-  std::span<const float> residue() const override { return {}; }
-  std::vector<uint8_t> SaveState() const override {
-    return SaveStateBytes(Codec::kTernGrad, ValueMode::kTernary, elements(), step_, {});
-  }
-  Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kTernGrad, ValueMode::kTernary, elements(), &step_, {});
-  }
-  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, {}, s); }
-  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, {}); }
-
- private:
-  uint64_t step_ = 0;
 };
 
 }  // namespace

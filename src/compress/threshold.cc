@@ -8,10 +8,10 @@
 namespace adacomp::internal {
 namespace {
 
-class ThresholdCompressor final : public Compressor {
+class ThresholdCompressor final : public BaselineCompressor<Codec::kThreshold, true> {
  public:
   ThresholdCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
-      : Compressor(c, id, n), tau_(c.tau), residue_(n, 0.0f), g_(n) {}
+      : BaselineCompressor(c, id, n), tau_(c.tau), g_(n) {}
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
@@ -29,41 +29,19 @@ class ThresholdCompressor final : public Compressor {
     uint64_t code_bits = 0;
     p.code = wire::ChooseIndexCode(selected, &code_bits);
     const size_t payload = wire::SparsePayloadBytes(p.selected, code_bits, true, 0);
-    const size_t start = frame->size();
-    const size_t at = wire::BeginFrame(frame, Codec::kThreshold, tensor_id(), n, p, payload);
-    uint8_t* dst = frame->data() + at;
+    uint8_t* dst = BeginFrame(frame, p, payload);
     wire::WriteSparseBits(dst, dst + payload, selected, p.code, true,
                           [&](size_t e) { return g_[selected[e]] < 0.0f; });
-    wire::FinishFrame(frame, start);
     residue_.swap(g_);
     // R = G - sign(G) * tau (G != 0 here), branch-free.
     for (uint32_t j : selected) residue_[j] -= std::copysign(tau_, residue_[j]);
-    if (stats) {
-      *stats = CompressStats{};
-      stats->elements = n;
-      stats->selected = selected.size();
-      stats->frame_bytes = frame->size() - start;
-    }
-    ++step_;
-    return Status::OK();
+    return EndFrame(frame, selected.size(), stats);
   }
-  std::span<const float> residue() const override { return residue_; }
-  std::vector<uint8_t> SaveState() const override {
-    return SaveStateBytes(Codec::kThreshold, ValueMode::kTernary, elements(), step_, residue_);
-  }
-  Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kThreshold, ValueMode::kTernary, elements(), &step_,
-                          residue_);
-  }
-  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
-  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
 
  private:
   float tau_;
-  std::vector<float> residue_;
   std::vector<float> g_;
   std::vector<uint32_t> scratch_;  // selected indices (+ slack)
-  uint64_t step_ = 0;
 };
 
 }  // namespace

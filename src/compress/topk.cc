@@ -12,10 +12,10 @@
 namespace adacomp::internal {
 namespace {
 
-class TopKCompressor final : public Compressor {
+class TopKCompressor final : public BaselineCompressor<Codec::kTopK, true> {
  public:
   TopKCompressor(const CodecConfig& c, uint32_t id, uint64_t n)
-      : Compressor(c, id, n), residue_(n, 0.0f), g_(n), abs_(n) {
+      : BaselineCompressor(c, id, n), g_(n), abs_(n) {
     k_ = n == 0
              ? 0
              : std::min<uint64_t>(
@@ -55,41 +55,20 @@ class TopKCompressor final : public Compressor {
     uint64_t code_bits = 0;
     p.code = wire::ChooseIndexCode(sel, &code_bits);
     const size_t payload = wire::SparsePayloadBytes(k, code_bits, false, 4);
-    const size_t start = frame->size();
-    const size_t at = wire::BeginFrame(frame, Codec::kTopK, tensor_id(), n, p, payload);
-    uint8_t* dst = frame->data() + at;
+    uint8_t* dst = BeginFrame(frame, p, payload);
     for (size_t e = 0; e < k; ++e) StoreF32(dst + 4 * e, g[sel[e]]);
     wire::WriteSparseBits(dst + 4 * k, dst + payload, sel, p.code, false,
                           [](size_t) { return false; });
-    wire::FinishFrame(frame, start);
     residue_.swap(g_);  // R = G, then G - G = 0 where sent
     for (uint32_t j : sel) residue_[j] = 0.0f;
-    if (stats) {
-      *stats = CompressStats{};
-      stats->elements = n;
-      stats->selected = k;
-      stats->frame_bytes = frame->size() - start;
-    }
-    ++step_;
-    return Status::OK();
+    return EndFrame(frame, k, stats);
   }
-  std::span<const float> residue() const override { return residue_; }
-  std::vector<uint8_t> SaveState() const override {
-    return SaveStateBytes(Codec::kTopK, ValueMode::kTernary, elements(), step_, residue_);
-  }
-  Status LoadState(std::span<const uint8_t> state) override {
-    return LoadStateBytes(state, Codec::kTopK, ValueMode::kTernary, elements(), &step_, residue_);
-  }
-  void Snapshot(CompressorSnapshot* s) const override { SnapshotState(step_, residue_, s); }
-  Status Restore(const CompressorSnapshot& s) override { return RestoreState(s, &step_, residue_); }
 
  private:
   uint64_t k_ = 0;
-  std::vector<float> residue_;
   std::vector<float> g_;
   std::vector<uint32_t> abs_;  // scratch: |G| bits
   std::vector<uint32_t> selected_;
-  uint64_t step_ = 0;
 };
 
 }  // namespace
