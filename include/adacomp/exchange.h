@@ -73,6 +73,22 @@ class ExchangeThrottle {
   virtual void Release() = 0;
 };
 
+// Holds a throttle (if any: null holds nothing) for a scope.
+class ExchangeThrottleHold {
+ public:
+  explicit ExchangeThrottleHold(ExchangeThrottle* t) : t_(t) {
+    if (t_) t_->Acquire();
+  }
+  ~ExchangeThrottleHold() {
+    if (t_) t_->Release();
+  }
+  ExchangeThrottleHold(const ExchangeThrottleHold&) = delete;
+  ExchangeThrottleHold& operator=(const ExchangeThrottleHold&) = delete;
+
+ private:
+  ExchangeThrottle* t_;
+};
+
 // How the frames of a step travel (the all-reduce path of all-dense
 // tensors is the same for both).
 enum class ExchangeKind {

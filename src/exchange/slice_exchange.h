@@ -36,21 +36,7 @@
 
 namespace adacomp::exchange_internal {
 
-// Holds the throttle (if any) for a scope.
-class ThrottleHold {
- public:
-  explicit ThrottleHold(ExchangeThrottle* t) : t_(t) {
-    if (t_) t_->Acquire();
-  }
-  ~ThrottleHold() {
-    if (t_) t_->Release();
-  }
-  ThrottleHold(const ThrottleHold&) = delete;
-  ThrottleHold& operator=(const ThrottleHold&) = delete;
-
- private:
-  ExchangeThrottle* t_;
-};
+using ThrottleHold = ExchangeThrottleHold;
 
 class SliceExchange {
  public:

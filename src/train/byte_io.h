@@ -76,32 +76,36 @@ inline std::vector<uint8_t> SaveFloatBuffers(int64_t step,
   return std::move(w.bytes);
 }
 
-// The inverse, checked whole before anything is returned: `sizes` are the
-// buffers' expected lengths in floats. Corruption naming `what` for a
-// truncated record, another count or size, a negative step or trailing
-// bytes; else *step and one byte span per buffer (into `bytes`).
-inline Status ReadFloatBuffers(std::span<const uint8_t> bytes, const std::string& what,
-                               const std::vector<size_t>& sizes, int64_t* step,
-                               std::vector<std::span<const uint8_t>>* parts) {
+// The inverse, checked whole before anything is written: `buffers` are
+// the destinations, whose lengths are the expected ones. Corruption naming
+// `what` for a truncated record, another count or size, a negative step or
+// trailing bytes, with nothing written; else fills every buffer and *step.
+inline Status LoadFloatBuffers(std::span<const uint8_t> bytes, const std::string& what,
+                               const std::vector<std::span<float>>& buffers, int64_t* step) {
   ByteReader r(bytes, what);
+  int64_t read_step = 0;
   uint64_t count = 0;
-  ADACOMP_RETURN_IF_ERROR(r.Get(step));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&read_step));
   ADACOMP_RETURN_IF_ERROR(r.Get(&count));
-  if (count != sizes.size()) {
+  if (count != buffers.size()) {
     return Status::Corruption(what + " has " + std::to_string(count) + " buffers, expected " +
-                              std::to_string(sizes.size()));
+                              std::to_string(buffers.size()));
   }
-  if (*step < 0) return Status::Corruption(what + ": the step count is negative");
-  parts->assign(count, {});
+  if (read_step < 0) return Status::Corruption(what + ": the step count is negative");
+  std::vector<std::span<const uint8_t>> parts(count);
   for (size_t k = 0; k < count; ++k) {
-    ADACOMP_RETURN_IF_ERROR(r.GetBytes(&(*parts)[k]));
-    if ((*parts)[k].size() != sizes[k] * sizeof(float)) {
+    ADACOMP_RETURN_IF_ERROR(r.GetBytes(&parts[k]));
+    if (parts[k].size() != buffers[k].size() * sizeof(float)) {
       return Status::Corruption(what + ": buffer " + std::to_string(k) + " has " +
-                                std::to_string((*parts)[k].size()) + " bytes, expected " +
-                                std::to_string(sizes[k] * sizeof(float)));
+                                std::to_string(parts[k].size()) + " bytes, expected " +
+                                std::to_string(buffers[k].size() * sizeof(float)));
     }
   }
   if (!r.AtEnd()) return Status::Corruption(what + " has trailing bytes");
+  for (size_t k = 0; k < count; ++k) {
+    if (!parts[k].empty()) std::memcpy(buffers[k].data(), parts[k].data(), parts[k].size());
+  }
+  *step = read_step;
   return Status::OK();
 }
 

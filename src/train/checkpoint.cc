@@ -170,28 +170,24 @@ Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) 
   }
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError(tmp + ": cannot create (" + std::strerror(errno) + ")");
+  // Closes and removes the temporary file after `call` failed with `err`.
+  auto failed = [&](const char* call, int err) {
+    const std::string why = std::strerror(err);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    if (err == ENOSPC || err == EDQUOT) return NoSpace(path, bytes.size(), "no space left");
+    return Status::IOError(tmp + ": " + call + " failed (" + why + ")");
+  };
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      std::string why = std::strerror(err);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      if (err == ENOSPC || err == EDQUOT) return NoSpace(path, bytes.size(), "no space left");
-      return Status::IOError(tmp + ": write failed (" + why + ")");
+      return failed("write", errno);
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    std::string why = std::strerror(err);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    if (err == ENOSPC || err == EDQUOT) return NoSpace(path, bytes.size(), "no space left");
-    return Status::IOError(tmp + ": fsync failed (" + why + ")");
-  }
+  if (::fsync(fd) != 0) return failed("fsync", errno);
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
     return Status::IOError(tmp + ": close failed");

@@ -50,20 +50,7 @@ class Gate : public ExchangeThrottle {
 };
 
 // Holds a gate (if any) for a scope.
-class GateHold {
- public:
-  explicit GateHold(ExchangeThrottle* g) : g_(g) {
-    if (g_) g_->Acquire();
-  }
-  ~GateHold() {
-    if (g_) g_->Release();
-  }
-  GateHold(const GateHold&) = delete;
-  GateHold& operator=(const GateHold&) = delete;
-
- private:
-  ExchangeThrottle* g_;
-};
+using GateHold = ExchangeThrottleHold;
 
 // Runs the learner of comm.rank() over resolved options `o` to the end of
 // the run; on an error other than a peer's abort, aborts the group. One

@@ -81,23 +81,11 @@ std::vector<uint8_t> LocalOptimizer::Save() const {
 }
 
 Status LocalOptimizer::Load(std::span<const uint8_t> bytes, const std::string& origin) {
-  std::vector<size_t> sizes;
-  for (const auto* moments : {&first_, &second_}) {
-    for (const auto& u : *moments) sizes.push_back(u.size());
-  }
-  int64_t steps = 0;
-  std::vector<std::span<const uint8_t>> parts;
-  ADACOMP_RETURN_IF_ERROR(
-      ReadFloatBuffers(bytes, origin + ": local optimizer state", sizes, &steps, &parts));
-  size_t k = 0;
+  std::vector<std::span<float>> buffers;
   for (auto* moments : {&first_, &second_}) {
-    for (auto& u : *moments) {
-      if (!u.empty()) std::memcpy(u.data(), parts[k].data(), parts[k].size());
-      ++k;
-    }
+    for (auto& u : *moments) buffers.emplace_back(u);
   }
-  steps_ = steps;
-  return Status::OK();
+  return LoadFloatBuffers(bytes, origin + ": local optimizer state", buffers, &steps_);
 }
 
 }  // namespace adacomp::train

@@ -66,23 +66,11 @@ std::vector<uint8_t> OptimizerState::State() const {
 }
 
 Status OptimizerState::LoadState(std::span<const uint8_t> bytes, const std::string& origin) {
-  std::vector<size_t> sizes;
-  for (const auto* bufs : {&buf1_, &buf2_}) {
-    for (const auto& b : *bufs) sizes.push_back(static_cast<size_t>(b.numel()));
-  }
-  int64_t step = 0;
-  std::vector<std::span<const uint8_t>> parts;
-  ADACOMP_RETURN_IF_ERROR(
-      ReadFloatBuffers(bytes, origin + ": optimizer state", sizes, &step, &parts));
-  size_t k = 0;
+  std::vector<std::span<float>> buffers;
   for (auto* bufs : {&buf1_, &buf2_}) {
-    for (auto& b : *bufs) {
-      if (!parts[k].empty()) std::memcpy(b.data_ptr<float>(), parts[k].data(), parts[k].size());
-      ++k;
-    }
+    for (auto& b : *bufs) buffers.emplace_back(b.data_ptr<float>(), static_cast<size_t>(b.numel()));
   }
-  adam_step_ = step;
-  return Status::OK();
+  return LoadFloatBuffers(bytes, origin + ": optimizer state", buffers, &adam_step_);
 }
 
 }  // namespace adacomp::train

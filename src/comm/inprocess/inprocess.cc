@@ -154,6 +154,17 @@ class Group {
     cv_.notify_all();
   }
 
+  // " rank 0 <describe(0)>, rank 1 <describe(1)>, ...": what each rank
+  // brought, for a mismatch message.
+  template <typename Describe>
+  std::string EachRank(Describe describe) const {
+    std::string list;
+    for (int q = 0; q < ranks_; ++q) {
+      list += std::string(q == 0 ? " " : ", ") + "rank " + std::to_string(q) + " " + describe(q);
+    }
+    return list;
+  }
+
   // Called with mu_ held by the last rank to arrive; every other rank is
   // blocked in Run, so every slot's data pointer is valid.
   std::shared_ptr<const Outcome> Combine() {
@@ -162,12 +173,10 @@ class Group {
     const Op op = slots_[0].op;
     for (int r = 1; r < ranks_; ++r) {
       if (slots_[r].op != op) {
-        std::string msg = where + ": ranks called different collectives:";
-        for (int q = 0; q < ranks_; ++q) {
-          msg += std::string(q == 0 ? " " : ", ") + "rank " + std::to_string(q) + " " +
-                 CollectiveName(slots_[q].op);
-        }
-        out->status = Status::InvalidArgument(msg);
+        out->status = Status::InvalidArgument(
+            where + ": ranks called different collectives:" + EachRank([&](int q) {
+              return std::string(CollectiveName(slots_[q].op));
+            }));
         return out;
       }
     }
@@ -250,12 +259,10 @@ class Group {
         const int root = slots_[0].root;
         for (int r = 1; r < ranks_; ++r) {
           if (slots_[r].root != root) {
-            std::string msg = where + " (Broadcast): ranks named different roots:";
-            for (int q = 0; q < ranks_; ++q) {
-              msg += std::string(q == 0 ? " " : ", ") + "rank " + std::to_string(q) + " root " +
-                     std::to_string(slots_[q].root);
-            }
-            out->status = Status::InvalidArgument(msg);
+            out->status = Status::InvalidArgument(
+                where + " (Broadcast): ranks named different roots:" + EachRank([&](int q) {
+                  return "root " + std::to_string(slots_[q].root);
+                }));
             return out;
           }
         }
