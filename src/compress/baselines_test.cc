@@ -27,15 +27,7 @@ std::vector<float> Decode(const std::vector<uint8_t>& frame, size_t n) {
   return out;
 }
 
-CodecConfig Config(Codec c) {
-  CodecConfig cfg;
-  cfg.codec = c;
-  cfg.bin_size = 50;
-  cfg.density = 0.02;
-  cfg.tau = 2e-3f;
-  cfg.seed = 42;
-  return cfg;
-}
+CodecConfig Config(Codec c) { return testing::TestCodecConfig(c, 42); }
 
 TEST(DenseTest, SendsEverythingExactly) {
   auto comp = Make(Config(Codec::kDense), 5);

@@ -16,13 +16,7 @@ std::vector<CodecConfig> Configs() {
   std::vector<CodecConfig> out;
   for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold, Codec::kOneBit,
                   Codec::kTernGrad}) {
-    CodecConfig cfg;
-    cfg.codec = c;
-    cfg.bin_size = 50;
-    cfg.density = 0.02;
-    cfg.tau = 2e-3f;
-    cfg.seed = 5;
-    out.push_back(cfg);
+    out.push_back(testing::TestCodecConfig(c, 5));
   }
   CodecConfig fp16 = out[1];
   fp16.values = ValueMode::kFp16;
@@ -88,13 +82,9 @@ TEST(LayerTypeTest, NamesAndDefaultBinSizes) {
   EXPECT_EQ(DefaultBinSize(LayerType::kFc), 500u);
   EXPECT_EQ(DefaultBinSize(LayerType::kLstm), 500u);
   EXPECT_EQ(DefaultBinSize(LayerType::kOther), 500u);
-  for (int t = 0; t < kLayerTypeCount; ++t) {
-    const LayerType type = static_cast<LayerType>(t);
-    auto parsed = ParseLayerType(LayerTypeName(type));
-    ASSERT_TRUE(parsed.ok());
-    EXPECT_EQ(*parsed, type);
-  }
-  EXPECT_FALSE(ParseLayerType("attention").ok());
+  testing::ExpectNamesRoundTrip(
+      {LayerType::kConv, LayerType::kFc, LayerType::kLstm, LayerType::kOther}, LayerTypeName,
+      ParseLayerType, "attention");
 }
 
 }  // namespace

@@ -1,10 +1,16 @@
 // Helpers shared by adacomp_core's tests (not part of the library).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
+#include <string_view>
 #include <vector>
+
+#include "adacomp/codec.h"
 
 namespace adacomp::testing {
 
@@ -24,6 +30,31 @@ inline std::vector<float> GradientLike(size_t n, uint64_t seed, double base_scal
     if (rng() % 97 == 0) g[i] = 0.0f;
   }
   return g;
+}
+
+// The codec settings the compressor tests share: L_T 50, top-k density 2 %,
+// threshold 2e-3, the given TernGrad seed.
+inline CodecConfig TestCodecConfig(Codec codec, uint64_t seed) {
+  CodecConfig cfg;
+  cfg.codec = codec;
+  cfg.bin_size = 50;
+  cfg.density = 0.02;
+  cfg.tau = 2e-3f;
+  cfg.seed = seed;
+  return cfg;
+}
+
+// Each value's name parses back to the value, and `unknown` does not parse.
+// name: E -> string-like; parse: string_view -> Result<E>.
+template <typename E, typename Name, typename Parse>
+void ExpectNamesRoundTrip(std::initializer_list<E> values, Name name, Parse parse,
+                          std::string_view unknown) {
+  for (E value : values) {
+    auto back = parse(name(value));
+    ASSERT_TRUE(back.ok()) << name(value);
+    EXPECT_EQ(*back, value) << name(value);
+  }
+  EXPECT_FALSE(parse(unknown).ok()) << unknown;
 }
 
 }  // namespace adacomp::testing

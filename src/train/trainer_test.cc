@@ -20,6 +20,21 @@ namespace {
 
 using train::testing::TempDir;
 
+// The objects of a JSON-lines file, one per line.
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// Train(o) fails, and its message contains `needle`.
+void ExpectTrainFails(const TrainOptions& o, const std::string& needle) {
+  auto r = Train(o);
+  ASSERT_FALSE(r.ok()) << needle;
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().ToString();
+}
+
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -71,6 +86,13 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) static_cast<TrainSummary&>(out) = std::move(r).value();
     return out;
+  }
+
+  // Run, keeping rank 0's final weights.
+  RunResult RunWithWeights(const TrainOptions& o) {
+    TrainTestHooks hooks;
+    hooks.keep_weights = true;
+    return Run(o, hooks);
   }
 
   // Runs o with a checkpoint every `every` steps into dir, "killed" after
@@ -333,11 +355,9 @@ TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
   TrainOptions o = Base();
   o.codec.codec = Codec::kDense;
   o.steps = 5;
-  TrainTestHooks keep;
-  keep.keep_weights = true;
-  RunResult four = Run(o, keep);
+  RunResult four = RunWithWeights(o);
   o.learners = 1;
-  RunResult one = Run(o, keep);
+  RunResult one = RunWithWeights(o);
   ASSERT_EQ(four.weights.size(), one.weights.size());
   ASSERT_FALSE(one.weights.empty());
   double max_diff = 0, max_abs = 0;
@@ -363,13 +383,11 @@ TEST_F(TrainerTest, DenseFp16IsAHalfByteRingAndTheWireBytesAreReported) {
   TrainOptions o = Base();
   o.codec.codec = Codec::kDense;
   o.steps = 4;
-  TrainTestHooks keep;
-  keep.keep_weights = true;
-  RunResult f32 = Run(o, keep);
+  RunResult f32 = RunWithWeights(o);
   o.codec.values = ValueMode::kFp16;
   std::vector<StepMetrics> steps;
   o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
-  RunResult f16 = Run(o, keep);
+  RunResult f16 = RunWithWeights(o);
   EXPECT_TRUE(f16.replicas_identical);
   EXPECT_EQ(f16.values, "fp16");
   EXPECT_NE(f16.weights_sha256, f32.weights_sha256);
@@ -441,19 +459,16 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
   ASSERT_TRUE(s.selected_per_bin[0]);
   EXPECT_GE(*s.selected_per_bin[0], 1.0);
   // The JSONL file has one object per step with the documented fields.
-  std::ifstream in(o.metrics_out);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    ++lines;
-    EXPECT_EQ(j["step"].get<int>(), lines);
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.metrics_out);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    EXPECT_EQ(j["step"].get<size_t>(), i + 1);
     for (const char* k : {"loss", "lr", "bytes_sent", "epoch"}) EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_TRUE(j["compression_rate"]["lstm"].is_null());
     EXPECT_TRUE(j["compression_rate"]["conv"].is_number());
     EXPECT_TRUE(j["time"]["compress"].is_number());
   }
-  EXPECT_EQ(lines, 30);
+  EXPECT_EQ(rows.size(), 30u);
   // The summary JSON.
   auto j = nlohmann::json::parse(s.ToJson());
   EXPECT_GE(j["test_accuracy"].get<double>(), 0.0);
@@ -551,31 +566,24 @@ TEST_F(TrainerTest, LinkCountersGoIntoTheMetricsLines) {
   o.metrics_out = out.Path("m.jsonl");
   o.link_counters = "lo";
   Run(o);
-  std::ifstream in(o.metrics_out);
-  std::string line;
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.metrics_out);
   int64_t last_rx = -1;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    ++lines;
-    ASSERT_TRUE(j.contains("link_rx_bytes") && j.contains("link_tx_bytes")) << line;
+  for (const nlohmann::json& j : rows) {
+    ASSERT_TRUE(j.contains("link_rx_bytes") && j.contains("link_tx_bytes")) << j.dump();
     const int64_t rx = j["link_rx_bytes"].get<int64_t>();
     EXPECT_GE(rx, last_rx);
     EXPECT_GE(j["link_tx_bytes"].get<int64_t>(), 0);
     last_rx = rx;
   }
-  EXPECT_EQ(lines, 4);
+  EXPECT_EQ(rows.size(), 4u);
   o.link_counters = "no-such-if0";
-  auto r = Train(o, {});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--link-counters no-such-if0"), std::string::npos)
-      << r.status().ToString();
+  ExpectTrainFails(o, "--link-counters no-such-if0");
   // Without it, no such fields.
   o.link_counters = "";
   Run(o);
-  std::ifstream again(o.metrics_out);
-  ASSERT_TRUE(std::getline(again, line));
-  EXPECT_FALSE(nlohmann::json::parse(line).contains("link_rx_bytes"));
+  const std::vector<nlohmann::json> plain = ReadJsonLines(o.metrics_out);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_FALSE(plain[0].contains("link_rx_bytes"));
 }
 
 TEST_F(TrainerTest, OtherModelsRun) {
@@ -676,10 +684,7 @@ TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
   train::testing::WriteSyntheticMnist(zeros.Path(), "train", 8, false, 3, 1);
   train::testing::WriteSyntheticMnist(zeros.Path(), "t10k", 8, false, 4, 1);
   o.data_dir = zeros.Path();
-  auto r = Train(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("at least two classes"), std::string::npos)
-      << r.status().ToString();
+  ExpectTrainFails(o, "at least two classes");
 }
 
 // --dense-warmup-steps: the warm-up steps are the dense run's steps (the same
@@ -732,8 +737,6 @@ TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(lrs[i], want[i]) << "step " << i;
 
   // One step of plain SGD warmed up over 4 steps is one step at lr / 4.
-  TrainTestHooks keep;
-  keep.keep_weights = true;
   TrainOptions one = o;
   one.on_step = nullptr;
   one.steps = 1;
@@ -742,10 +745,10 @@ TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
   quarter.lr = 0.0125;
   TrainOptions full = quarter;
   full.lr = 0.05;
-  const std::vector<float> w1 = Run(one, keep).weights, wq = Run(quarter, keep).weights;
+  const std::vector<float> w1 = RunWithWeights(one).weights, wq = RunWithWeights(quarter).weights;
   ASSERT_FALSE(w1.empty());
   EXPECT_EQ(w1, wq);
-  EXPECT_NE(w1, Run(full, keep).weights);
+  EXPECT_NE(w1, RunWithWeights(full).weights);
 
   TrainOptions bad = Base();
   bad.lr_warmup_steps = -1;
@@ -793,10 +796,8 @@ TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
        {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     TrainOptions b = Base();
     b.clip_grad_norm = bad;
-    auto r = Train(b);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("--clip-grad-norm"), std::string::npos)
-        << r.status().ToString();
+    SCOPED_TRACE(bad);
+    ExpectTrainFails(b, "--clip-grad-norm");
   }
 }
 
@@ -822,8 +823,6 @@ TEST_F(TrainerTest, LocalOptimizer) {
   no_momentum.momentum = 0;
   EXPECT_NE(Run(no_momentum).weights_sha256, plain.weights_sha256);
 
-  TrainTestHooks keep;
-  keep.keep_weights = true;
   // One step: after more, Adam's division by the root mean square turns the
   // rounding of near-zero gradients into whole steps of either sign.
   TrainOptions adam = one;
@@ -833,8 +832,9 @@ TEST_F(TrainerTest, LocalOptimizer) {
   adam_local.local_optimizer = true;
   TrainOptions adam_eps = adam;  // how far a small change of Adam moves the weights
   adam_eps.adam_eps = 1e-7;
-  const std::vector<float> wa = Run(adam, keep).weights, wl = Run(adam_local, keep).weights,
-                           we = Run(adam_eps, keep).weights;
+  const std::vector<float> wa = RunWithWeights(adam).weights,
+                           wl = RunWithWeights(adam_local).weights,
+                           we = RunWithWeights(adam_eps).weights;
   ASSERT_EQ(wa.size(), wl.size());
   ASSERT_EQ(wa.size(), we.size());
   double diff_local = 0, diff_eps = 0;
@@ -887,10 +887,7 @@ TEST_F(TrainerTest, LocalOptimizer) {
 
   TrainOptions zero = mc;
   zero.momentum = 0;
-  auto r = Train(zero);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--local-optimizer"), std::string::npos)
-      << r.status().ToString();
+  ExpectTrainFails(zero, "--local-optimizer");
 }
 
 // --local-optimizer-types: the local optimizer for some layer types only.
@@ -898,8 +895,6 @@ TEST_F(TrainerTest, LocalOptimizer) {
 // bit for bit, the run whose optimizer its type chose: the local-Adam run
 // for the fc weights, the paper's Adam run for the others.
 TEST_F(TrainerTest, LocalOptimizerByLayerType) {
-  TrainTestHooks keep;
-  keep.keep_weights = true;
   TrainOptions paper = Base();
   paper.optimizer = Optimizer::kAdam;
   paper.steps = 1;
@@ -907,7 +902,7 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   local.local_optimizer = true;
   TrainOptions fc = local;
   fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
-  const RunResult d = Run(paper, keep), l = Run(local, keep), m = Run(fc, keep);
+  const RunResult d = RunWithWeights(paper), l = RunWithWeights(local), m = RunWithWeights(fc);
   EXPECT_EQ(m.local_optimizer_types, std::vector<std::string>{"fc"});
   EXPECT_EQ(l.local_optimizer_types.size(), 4u);
   // mnist-cnn on 28 x 28 images: conv1, conv2, fc1, fc2, each weight then
@@ -976,10 +971,7 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   EXPECT_FALSE(Train(beyond).ok());
   TrainOptions lstm = all;
   lstm.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
-  auto r = Train(lstm);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("no tensor of those layer types"), std::string::npos)
-      << r.status().ToString();
+  ExpectTrainFails(lstm, "no tensor of those layer types");
 }
 
 // --dense-below: small tensors go as dense frames; with every tensor below
@@ -1042,21 +1034,19 @@ TEST_F(TrainerTest, DiagnosticsLeaveTheRunUnchanged) {
   const TrainSummary probed = Run(o);
   EXPECT_EQ(plain.weights_sha256, probed.weights_sha256);
   EXPECT_EQ(plain.learner_state_sha256, probed.learner_state_sha256);
-  std::ifstream in(o.diagnostics_out);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    ++lines;
-    EXPECT_EQ(j["step"].get<int>(), 2 * lines);
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.diagnostics_out);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& j = rows[i];
+    const int step = 2 * static_cast<int>(i + 1);
+    EXPECT_EQ(j["step"].get<int>(), step);
     ASSERT_EQ(j["tensors"].size(), 8u);  // mnist-cnn: 4 weights, 4 biases
     for (const auto& t : j["tensors"]) {
       EXPECT_GT(t["sent_share"].get<double>(), 0.0) << t["name"];
       EXPECT_LT(t["sent_share"].get<double>(), 0.5) << t["name"];
-      EXPECT_LE(t["wait_max"].get<int>(), 2 * lines) << t["name"];
+      EXPECT_LE(t["wait_max"].get<int>(), step) << t["name"];
     }
   }
-  EXPECT_EQ(lines, 3);  // 6 steps, every 2nd
+  EXPECT_EQ(rows.size(), 3u);  // 6 steps, every 2nd
 }
 
 // A straggler: the summary names the learner the others wait for.

@@ -72,18 +72,24 @@ inline std::vector<uint8_t> Encode(const Frame& f) {
   return out;
 }
 
-inline Frame SmallAdaComp() {
+// An AdaComp ternary frame, scale 0.5, sending `indices` with the signs
+// `negative` (1 = negative), written with the Rice code of parameter rice_k.
+inline Frame AdaCompTernary(uint32_t tensor_id, uint64_t elements, uint32_t bin_size,
+                            uint8_t rice_k, std::vector<uint32_t> indices,
+                            std::vector<uint8_t> negative) {
   Frame f;
   f.codec = Codec::kAdaComp;
-  f.tensor_id = 3;
-  f.elements = 20;
-  f.params.bin_size = 10;
+  f.tensor_id = tensor_id;
+  f.elements = elements;
+  f.params.bin_size = bin_size;
   f.params.scale = 0.5f;
-  f.params.selected = 3;
-  f.params.code = {IndexFamily::kRice, 2};
-  f.indices = {1, 7, 19};
-  f.negative = {0, 1, 1};
+  f.params.selected = indices.size();
+  f.params.code = {IndexFamily::kRice, rice_k};
+  f.indices = std::move(indices);
+  f.negative = std::move(negative);
   return f;
 }
+
+inline Frame SmallAdaComp() { return AdaCompTernary(3, 20, 10, 2, {1, 7, 19}, {0, 1, 1}); }
 
 }  // namespace adacomp::wire::testing

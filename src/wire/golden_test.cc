@@ -19,6 +19,7 @@
 #include "core/crc32c.h"
 #include "core/endian.h"
 #include "wire/frame.h"
+#include "wire/frame_test_util.h"
 
 namespace adacomp::wire {
 namespace {
@@ -38,10 +39,8 @@ std::vector<uint8_t> Enc(const Frame& f) {
   return out;
 }
 
-void Reseal(std::vector<uint8_t>* b) {
-  const size_t end = b->size() - 4;
-  internal::StoreU32(b->data() + end, internal::Crc32cExtend(0, b->data(), end));
-}
+using testing::AdaCompTernary;
+using testing::Reseal;
 
 Frame Dense3() {
   Frame f;
@@ -52,22 +51,18 @@ Frame Dense3() {
   return f;
 }
 
-Frame AdaTernary10() {
-  Frame f;
-  f.codec = Codec::kAdaComp;
-  f.tensor_id = 2;
-  f.elements = 10;
-  f.params.bin_size = 5;
-  f.params.scale = 0.5f;
-  f.indices = {1, 4, 9};
-  f.negative = {0, 1, 0};
-  f.params.selected = 3;
-  f.params.code = {IndexFamily::kRice, 1};
-  return f;
-}
+Frame AdaTernary10() { return AdaCompTernary(2, 10, 5, 1, {1, 4, 9}, {0, 1, 0}); }
 
 std::vector<Golden> Cases() {
   std::vector<Golden> g;
+  // `f` with byte `at` set to `value` and the checksum made right again.
+  auto patched = [&](const char* name, const Frame& f, size_t at, uint8_t value,
+                     const char* error) {
+    auto b = Enc(f);
+    b[at] = value;
+    Reseal(&b);
+    g.push_back({name, b, false, {}, error});
+  };
   g.push_back({"dense_3", Enc(Dense3()), true, {1.5f, -2.0f, 0.25f}, ""});
   g.push_back({"adacomp_ternary_10",
                Enc(AdaTernary10()),
@@ -167,54 +162,26 @@ std::vector<Golden> Cases() {
     b.back() ^= 0x01;
     g.push_back({"bad_crc", b, false, {}, "checksum mismatch"});
   }
-  {
-    auto b = Enc(Dense3());
-    b[2] = 7;
-    Reseal(&b);
-    g.push_back({"bad_version", b, false, {}, "unsupported format version 7"});
-  }
-  {
-    auto b = Enc(Dense3());
-    b[3] = 6;
-    Reseal(&b);
-    g.push_back({"unknown_codec", b, false, {}, "unknown codec id 6"});
-  }
+  patched("bad_version", Dense3(), 2, 7, "unsupported format version 7");
+  patched("unknown_codec", Dense3(), 3, 6, "unknown codec id 6");
   {
     auto b = Enc(AdaTernary10());
     b.resize(b.size() - 3);
     g.push_back({"truncated", b, false, {}, "truncated"});
   }
-  {
-    // Elements claimed: 9 (byte 5), but the last index is 9.
-    auto b = Enc(AdaTernary10());
-    b[5] = 9;
-    Reseal(&b);
-    g.push_back({"index_out_of_range", b, false, {}, "out of range"});
-  }
+  // Elements claimed: 9 (byte 5), but the last index is 9.
+  patched("index_out_of_range", AdaTernary10(), 5, 9, "out of range");
   {
     auto b = Enc(AdaTernary10());
     b[b.size() - 5] |= 0x80;  // a padding bit of the last payload byte
     Reseal(&b);
     g.push_back({"nonzero_padding", b, false, {}, "payload continues after the last entry"});
   }
-  {
-    auto b = Enc(AdaTernary10());
-    b[7] = 0x04;  // value mode byte: reserved bit 2 set
-    Reseal(&b);
-    g.push_back({"reserved_bits", b, false, {}, "reserved bits"});
-  }
-  {
-    auto b = Enc(AdaTernary10());
-    b[9] = 0;  // bin_size
-    Reseal(&b);
-    g.push_back({"bin_size_zero", b, false, {}, "bin_size is 0"});
-  }
-  {
-    auto b = Enc(AdaTernary10());
-    b[10] = 11;  // selected count > 10 elements
-    Reseal(&b);
-    g.push_back({"selected_exceeds_elements", b, false, {}, "selected count 11 exceeds"});
-  }
+  // Byte 7, the value mode: reserved bit 2 set.
+  patched("reserved_bits", AdaTernary10(), 7, 0x04, "reserved bits");
+  patched("bin_size_zero", AdaTernary10(), 9, 0, "bin_size is 0");  // byte 9: bin_size
+  // Byte 10, the selected count: 11 > 10 elements.
+  patched("selected_exceeds_elements", AdaTernary10(), 10, 11, "selected count 11 exceeds");
   {
     auto b = Enc(AdaTernary10());
     internal::StoreF32(&b[11], std::numeric_limits<float>::infinity());

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -21,6 +23,14 @@
 
 namespace adacomp {
 namespace {
+
+// s is InvalidArgument, and its message contains every one of `parts`.
+void ExpectInvalidNaming(const Status& s, std::initializer_list<std::string_view> parts) {
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  for (std::string_view part : parts) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << part << " in " << s.ToString();
+  }
+}
 
 using namespace comm_test;  // NOLINT: the shared inputs and references
 
@@ -42,17 +52,19 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Checks a gathered result against the formula, element by element.
-void ExpectGathered(const GatheredBuffers& g, int ranks, size_t n, int salt, int viewer) {
+// What rank `viewer` received: from every rank r, length(r) bytes, byte i
+// being byte(r, i); the first wrong byte is reported.
+template <typename Length, typename Byte>
+void ExpectReceived(const GatheredBuffers& g, int ranks, int viewer, Length length, Byte byte) {
   ASSERT_EQ(g.ranks(), static_cast<size_t>(ranks)) << "viewer rank " << viewer;
   ASSERT_EQ(g.offsets.front(), 0u);
   ASSERT_EQ(g.offsets.back(), g.data.size());
   for (int r = 0; r < ranks; ++r) {
     std::span<const uint8_t> got = g.rank(r);
-    ASSERT_EQ(got.size(), GatherLength(r, n)) << "viewer " << viewer << " rank " << r;
+    ASSERT_EQ(got.size(), length(r)) << "viewer " << viewer << " from rank " << r;
     size_t bad = got.size();
     for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i] != ByteOf(r, i, salt)) {
+      if (got[i] != byte(r, i)) {
         bad = i;
         break;
       }
@@ -60,6 +72,13 @@ void ExpectGathered(const GatheredBuffers& g, int ranks, size_t n, int salt, int
     EXPECT_EQ(bad, got.size()) << "viewer " << viewer << ": rank " << r
                                << "'s bytes differ first at index " << bad;
   }
+}
+
+// Checks a gathered result against the formula, element by element.
+void ExpectGathered(const GatheredBuffers& g, int ranks, size_t n, int salt, int viewer) {
+  ExpectReceived(
+      g, ranks, viewer, [&](int r) { return GatherLength(r, n); },
+      [&](int r, size_t i) { return ByteOf(r, i, salt); });
 }
 
 bool SameBits(std::span<const float> a, std::span<const float> b) {
@@ -90,17 +109,9 @@ TEST_P(CollectiveTest, AllGatherVReturnsEveryRanksBytesInRankOrder) {
 
 // Rank `viewer` received from every rank r exactly the piece r addressed to it.
 void ExpectPieces(const GatheredBuffers& g, int ranks, size_t n, int salt, int viewer) {
-  ASSERT_EQ(g.ranks(), static_cast<size_t>(ranks)) << "viewer rank " << viewer;
-  ASSERT_EQ(g.offsets.front(), 0u);
-  ASSERT_EQ(g.offsets.back(), g.data.size());
-  for (int r = 0; r < ranks; ++r) {
-    std::span<const uint8_t> got = g.rank(r);
-    ASSERT_EQ(got.size(), PieceLength(r, viewer, n)) << "viewer " << viewer << " from " << r;
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i], PieceByteOf(r, viewer, i, salt))
-          << "viewer " << viewer << " from " << r << " byte " << i;
-    }
-  }
+  ExpectReceived(
+      g, ranks, viewer, [&](int r) { return PieceLength(r, viewer, n); },
+      [&](int r, size_t i) { return PieceByteOf(r, viewer, i, salt); });
 }
 
 TEST_P(CollectiveTest, AllToAllVDeliversEachPieceToItsRankAndCountsItsBytes) {
@@ -359,9 +370,7 @@ TEST(InProcessMismatch, AllReduceSumHalfSizesDifferFailsOnEveryRank) {
   OnEveryRank(comms, [&](Communicator& c) {
     std::vector<float> data(c.rank() == 2 ? 3 : 4, 1.0f);
     Status s = c.AllReduceSumHalf(data);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("AllReduceSumHalf"), std::string::npos) << s.ToString();
-    EXPECT_NE(s.message().find("rank 2 3 floats"), std::string::npos) << s.ToString();
+    ExpectInvalidNaming(s, {"AllReduceSumHalf", "rank 2 3 floats"});
   });
 }
 
@@ -373,16 +382,12 @@ TEST(InProcessMismatch, AllToAllVBadOffsetsOnOneRankFailOnEveryRank) {
     if (c.rank() == 1) offsets = {0, 4, 2, 6};  // decreasing
     GatheredBuffers out;
     Status s = c.AllToAllV(mine, offsets, &out);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 1 passed piece offsets decrease at rank 1"), std::string::npos)
-        << s.ToString();
+    ExpectInvalidNaming(s, {"rank 1 passed piece offsets decrease at rank 1"});
     // Too few offsets, and offsets that do not end at the buffer's end.
     std::vector<size_t> short_offsets = {0, 6};
     std::vector<size_t> long_end = {0, 2, 4, 7};
     s = c.AllToAllV(mine, c.rank() == 0 ? short_offsets : long_end, &out);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 0 passed 2 piece offsets for 3 ranks"), std::string::npos)
-        << s.ToString();
+    ExpectInvalidNaming(s, {"rank 0 passed 2 piece offsets for 3 ranks"});
     // The group goes on.
     offsets = {0, 2, 4, 6};
     ASSERT_TRUE(c.AllToAllV(mine, offsets, &out).ok());
@@ -395,8 +400,7 @@ TEST(InProcessMismatch, AllReduceSumSizesDifferFailsOnEveryRank) {
   OnEveryRank(comms, [&](Communicator& c) {
     std::vector<float> data(c.rank() == 1 ? 5 : 4, 1.0f);
     Status s = c.AllReduceSum(data);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 1 5 floats"), std::string::npos) << s.ToString();
+    ExpectInvalidNaming(s, {"rank 1 5 floats"});
     EXPECT_EQ(data[0], 1.0f);  // untouched
     // Still usable afterwards.
     std::vector<float> ok(4, 1.0f);
@@ -410,13 +414,11 @@ TEST(InProcessMismatch, BroadcastSizeOrRootMismatchFailsOnEveryRank) {
   OnEveryRank(comms, [&](Communicator& c) {
     std::vector<uint8_t> data(c.rank() == 3 ? 2 : 3, 7);
     Status s = c.Broadcast(data, 0);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 3 2 bytes"), std::string::npos) << s.ToString();
+    ExpectInvalidNaming(s, {"rank 3 2 bytes"});
 
     std::vector<uint8_t> same(3, static_cast<uint8_t>(c.rank()));
     s = c.Broadcast(same, c.rank() == 2 ? 1 : 0);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 2 root 1"), std::string::npos) << s.ToString();
+    ExpectInvalidNaming(s, {"rank 2 root 1"});
 
     s = c.Broadcast(same, 4);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -437,9 +439,7 @@ TEST(InProcessMismatch, DifferentCollectivesFailOnEveryRank) {
       GatheredBuffers out;
       s = c.AllGatherV({}, &out);
     }
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("rank 0 Barrier, rank 1 AllGatherV"), std::string::npos)
-        << s.ToString();
+    ExpectInvalidNaming(s, {"rank 0 Barrier, rank 1 AllGatherV"});
     EXPECT_TRUE(c.Barrier().ok());
   });
 }
