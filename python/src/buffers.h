@@ -6,12 +6,14 @@
 
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "adacomp/codec.h"
 #include "adacomp/status.h"
 
 namespace py = pybind11;
@@ -132,6 +134,32 @@ inline std::vector<std::span<const uint8_t>> RequestByteSequence(
     spans[j] = RequestBytes(item.cast<py::buffer>(), &(*holders)[j], name.c_str());
   }
   return spans;
+}
+
+// The destinations of a message's tensors: outs[k] (a writable float32
+// array, held in (*holders)[k]) for tensor id tensor_ids[k]. The caller has
+// checked that the two have the same length.
+inline std::vector<MessageTensor> RequestOutTensors(const py::sequence& outs,
+                                                    const std::vector<uint32_t>& tensor_ids,
+                                                    std::vector<py::buffer_info>* holders) {
+  *holders = std::vector<py::buffer_info>(tensor_ids.size());
+  std::vector<MessageTensor> tensors(tensor_ids.size());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    py::object item = outs[k];
+    if (!py::isinstance<py::buffer>(item)) {
+      throw py::value_error("outs[" + std::to_string(k) + "] must be a float32 array");
+    }
+    tensors[k] = {tensor_ids[k], RequestOut(item.cast<py::buffer>(), &(*holders)[k])};
+  }
+  return tensors;
+}
+
+// Read-only properties of `cls`: names[i] is getters[i] (a member function).
+template <typename Class, typename... Getters>
+void AddReadOnly(Class& cls, const std::array<const char*, sizeof...(Getters)>& names,
+                 Getters... getters) {
+  size_t i = 0;
+  (cls.def_property_readonly(names[i++], getters), ...);
 }
 
 // The bindings of adacomp/slices.h (slices.cc), added to the module.

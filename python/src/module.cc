@@ -355,16 +355,9 @@ std::vector<std::vector<uint64_t>> DecompressAverageMessages(const py::sequence&
   }
   std::vector<py::buffer_info> holders(count);
   std::vector<std::span<const uint8_t>> spans = RequestByteSequence(messages, "messages", &holders);
-  std::vector<py::buffer_info> out_holders(tensors);
-  std::vector<MessageTensor> specs(tensors);
-  for (size_t k = 0; k < tensors; ++k) {
-    py::object item = outs[k];
-    if (!py::isinstance<py::buffer>(item)) {
-      throw py::value_error("outs[" + std::to_string(k) + "] must be a float32 array");
-    }
-    specs[k].dst = RequestOut(item.cast<py::buffer>(), &out_holders[k]);
-    specs[k].tensor_id = py::cast<uint32_t>(tensor_ids[k]);
-  }
+  std::vector<py::buffer_info> out_holders;
+  std::vector<MessageTensor> specs =
+      RequestOutTensors(outs, py::cast<std::vector<uint32_t>>(tensor_ids), &out_holders);
   std::vector<FrameInfo> infos(count * tensors);
   MessageError where;
   Status status;
@@ -426,7 +419,8 @@ PYBIND11_MODULE(_adacomp, m) {
   adacomp::g_frame_error = frame_error.ptr();
   adacomp::AddSliceBindings(m);
 
-  py::class_<PyCompressor>(m, "Compressor")
+  py::class_<PyCompressor> compressor(m, "Compressor");
+  compressor
       .def(py::init<uint64_t, const std::string&, uint32_t, const std::string&, double, float,
                     uint64_t, uint32_t, int64_t>(),
            py::arg("elements"), py::arg("codec") = "adacomp", py::arg("bin_size") = 500,
@@ -439,18 +433,14 @@ PYBIND11_MODULE(_adacomp, m) {
       .def("snapshot", &PyCompressor::Snapshot)
       .def("restore", &PyCompressor::Restore)
       .def("discard_snapshot", &PyCompressor::DiscardSnapshot)
-      .def_property_readonly("has_snapshot", &PyCompressor::has_snapshot)
-      .def_property_readonly("last_stats", &PyCompressor::LastStats)
-      .def_property_readonly("elements", &PyCompressor::elements)
-      .def_property_readonly("tensor_id", &PyCompressor::tensor_id)
-      .def_property_readonly("codec", &PyCompressor::codec)
-      .def_property_readonly("bin_size", &PyCompressor::bin_size)
-      .def("set_bin_size", &PyCompressor::SetBinSize, py::arg("bin_size"))
-      .def_property_readonly("values", &PyCompressor::values)
-      .def_property_readonly("density", &PyCompressor::density)
-      .def_property_readonly("tau", &PyCompressor::tau)
-      .def_property_readonly("seed", &PyCompressor::seed)
-      .def_property_readonly("threads", &PyCompressor::threads);
+      .def("set_bin_size", &PyCompressor::SetBinSize, py::arg("bin_size"));
+  adacomp::AddReadOnly(compressor,
+                       {"has_snapshot", "last_stats", "elements", "tensor_id", "codec", "bin_size",
+                        "values", "density", "tau", "seed", "threads"},
+                       &PyCompressor::has_snapshot, &PyCompressor::LastStats,
+                       &PyCompressor::elements, &PyCompressor::tensor_id, &PyCompressor::codec,
+                       &PyCompressor::bin_size, &PyCompressor::values, &PyCompressor::density,
+                       &PyCompressor::tau, &PyCompressor::seed, &PyCompressor::threads);
 
   // The ramp of adacomp/schedule.h, so that the hook and the trainer share one formula.
   m.def(

@@ -86,15 +86,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ReadSlicesMessagePy(
   }
   py::buffer_info holder;
   const std::span<const uint8_t> bytes = RequestBytes(message, &holder, "message");
-  std::vector<py::buffer_info> holders(n);
-  std::vector<MessageTensor> slices(n);
-  for (size_t i = 0; i < n; ++i) {
-    py::object item = outs[i];
-    if (!py::isinstance<py::buffer>(item)) {
-      throw py::value_error("outs[" + std::to_string(i) + "] must be a float32 array");
-    }
-    slices[i] = {tensor_ids[i], RequestOut(item.cast<py::buffer>(), &holders[i])};
-  }
+  std::vector<py::buffer_info> holders;
+  std::vector<MessageTensor> slices = RequestOutTensors(outs, tensor_ids, &holders);
   std::vector<SliceStats> stats(n);
   size_t bad = n;
   Status st;
