@@ -3,6 +3,9 @@ trainer options it passes (the quick scale's and --scale full's run lists,
 the remedies and the recommended settings measured, the models and
 optimizers of the main table)."""
 
+import tomllib
+from pathlib import Path
+
 from .paths import FULL_DIR
 from .runs import TRAINING_OPTIONS, spec
 
@@ -40,100 +43,11 @@ FULL_LENGTHS = {
 }
 FULL_SEEDS = (1, 2, 3)
 # (model, optimizer, id tag, extra trainer options) of the remedies measured
-# at full scale.
-REMEDIES = (
-    # char-lstm: the output layer (fc) and the embedding (other) hold the
-    # oldest residue (mass 170-300 steps old at step 400); smaller bins there
-    # send more of them at little cost (they are 16% of the elements).
-    ("char-lstm", "sgd", "_fcother50", ["--bin-sizes", "fc=50,other=50"]),
-    # The recurrent weights: half the bin size.
-    ("char-lstm", "sgd", "_lstm250", ["--bin-sizes", "lstm=250"]),
-    # A bound, not a remedy (its rate is far below half): exact values for the
-    # selected elements, what no per-bin scale could beat.
-    ("char-lstm", "sgd", "_fp32", ["--values", "fp32"]),
-    # Adam under sparse updates moves an element about sqrt(share) as far as
-    # dense Adam does (docs/results/diagnosis.md): twice the learning rate.
-    ("char-lstm", "adam", "_lr2x", ["--lr", "0.004"]),
-    # SGD: if AdaComp's delayed updates act as a smaller step, twice the lr.
-    ("char-lstm", "sgd", "_lr2x", ["--lr", "2"]),
-    ("char-lstm", "sgd", "_lr2x_lstm250", ["--lr", "2", "--bin-sizes", "lstm=250"]),
-    # lr 1 -> 2 lifted AdaComp by 0.065 and dense by 0.037: does lr 4 go on
-    # lifting AdaComp more than dense?
-    ("char-lstm", "sgd", "_lr4x", ["--lr", "4"]),
-    # The same question for Adam: 4x its default (2e-3).
-    ("char-lstm", "adam", "_lr4x", ["--lr", "0.008"]),
-    # At lr 2 (SGD) half the LSTM bin size gained 0.008 over lr 2 alone; with
-    # Adam, more elements per step should matter more (its per-element pace
-    # falls with the share sent): Adam's best lr with lstm=250.
-    ("char-lstm", "adam", "_lr4x_lstm250", ["--lr", "0.008", "--bin-sizes", "lstm=250"]),
-    # fc-dnn / mnist-cnn: fc weights wait 400-600 steps; half the bin size.
-    ("fc-dnn", "sgd", "_fc250", ["--bin-sizes", "fc=250"]),
-    ("fc-dnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
-    ("mnist-cnn", "adam", "_fc250", ["--bin-sizes", "fc=250"]),
-    # Adam's pace under sparse updates (docs/results/diagnosis.md): 3x the lr,
-    # which lifted AdaComp+Adam at 3 epochs and not dense.
-    ("mnist-cnn", "adam", "_lr3x", ["--lr", "0.003"]),
-    ("fc-dnn", "adam", "_lr3x", ["--lr", "0.003"]),
-    # The early lag (the target beyond the paper): is it the start of training
-    # (what a dense warm-up cures, as DGC and 1-bit Adam use one) or the whole
-    # high-lr phase? One epoch (468 steps) dense, then the default codec.
-    ("fc-dnn", "adam", "_dw1ep", ["--dense-warmup-steps", "468"]),
-    # Dense at lr 4 fails to train (2.363) without the guard every recurrent
-    # model is trained with; clipped (each learner's gradient norm at most
-    # 0.25; norms run 0.1-0.4 after the first steps) dense at lr 4 trains and
-    # beats lr 2 over 300 steps. A fair comparison clips both.
-    ("char-lstm", "sgd", "_lr4x_clip", ["--lr", "4", "--clip-grad-norm", "0.25"]),
-    # Clipped, dense at lr 4 leaves lr 2 far behind (1.615 against 1.656 after
-    # 4 epochs) while AdaComp gains nothing from the clip: does each go on
-    # gaining at lr 8?
-    ("char-lstm", "sgd", "_lr8x_clip", ["--lr", "8", "--clip-grad-norm", "0.25"]),
-    # AdaComp's char-lstm lag is slower training (its residue holds elements
-    # 150-550 steps) and it cannot use dense's larger step. Momentum
-    # correction (each learner compresses its own velocity, sent elements'
-    # velocity zeroed; the cure Deep Gradient Compression found for sparse
-    # updates with momentum SGD): at the default lr, and clipped at lr 4 / 8.
-    ("char-lstm", "sgd", "_mc", ["--momentum-correction"]),
-    ("char-lstm", "sgd", "_lr4x_clip_mc",
-     ["--lr", "4", "--clip-grad-norm", "0.25", "--momentum-correction"]),
-    ("char-lstm", "sgd", "_lr8x_clip_mc",
-     ["--lr", "8", "--clip-grad-norm", "0.25", "--momentum-correction"]),
-    # Adam after a sparse exchange moves an element sent once every 1/p steps
-    # about sqrt(p) times as far as dense Adam (docs/results/diagnosis.md). With
-    # --local-optimizer each learner runs Adam on its own gradient and
-    # compresses the Adam step, so every element accumulates dense Adam's
-    # pace in the residue: at the default lr, and at the best dense lr.
-    ("char-lstm", "adam", "_local", ["--local-optimizer"]),
-    ("char-lstm", "adam", "_lr4x_local", ["--lr", "0.008", "--local-optimizer"]),
-    # Local Adam at 8e-3 ends 0.034 behind dense at 8e-3 (the default Adam
-    # 0.128): does it go on gaining at 1.6e-2 (dense too), and with more of
-    # the recurrent weights sent (half the LSTM bin size)?
-    ("char-lstm", "adam", "_lr8x", ["--lr", "0.016"]),
-    ("char-lstm", "adam", "_lr8x_local", ["--lr", "0.016", "--local-optimizer"]),
-    ("char-lstm", "adam", "_lr4x_local_lstm250",
-     ["--lr", "0.008", "--local-optimizer", "--bin-sizes", "lstm=250"]),
-    ("fc-dnn", "adam", "_local", ["--local-optimizer"]),
-    ("cifar-cnn", "adam", "_local", ["--local-optimizer"]),
-    # The same options on the cells the default already meets: do they cost
-    # anything there (and do they shorten the early lag)?
-    ("mnist-cnn", "adam", "_local", ["--local-optimizer"]),
-    ("fc-dnn", "sgd", "_mc", ["--momentum-correction"]),
-    ("mnist-cnn", "sgd", "_mc", ["--momentum-correction"]),
-    ("cifar-cnn", "sgd", "_mc", ["--momentum-correction"]),
-    # cifar-cnn with Adam lags most after epoch 4 (-1.03 pt over three seeds,
-    # just past the 1-point target), and its conv weights wait longest of the
-    # CNNs; local Adam shortened the early lag but cost at the end. Sending
-    # more of the conv weights instead: half the conv bin size.
-    ("cifar-cnn", "adam", "_conv25", ["--bin-sizes", "conv=25"]),
-    # Local Adam shortened the CNNs' early lag and cost at the end; it helps
-    # where bins are large (fc, LSTM) and restarts nothing on conv weights,
-    # which are sent every few steps: the local optimizer for the fc weights
-    # only, the paper's Adam for the conv weights and the biases.
-    ("cifar-cnn", "adam", "_localfc", ["--local-optimizer-types", "fc"]),
-    ("mnist-cnn", "adam", "_localfc", ["--local-optimizer-types", "fc"]),
-    # Momentum correction on the fc weights only (the conv weights keep the
-    # paper's momentum): at batch 512 it took AdaComp from -1.02 to +0.10 pt.
-    ("mnist-cnn", "sgd", "_mcfc", ["--local-optimizer-types", "fc"]),
-)
+# at full scale, in run order; the list and why each was run are data, in
+# remedies.toml beside this file.
+with open(Path(__file__).with_name("remedies.toml"), "rb") as _f:
+    REMEDIES = tuple((r["model"], r["optimizer"], r["tag"], r["options"])
+                     for r in tomllib.load(_f)["remedies"])
 # The settings docs/results.md recommends where the default misses, run at
 # every seed beside the strongest dense run at the same seeds:
 # (model, optimizer, [(codec, tag, options)]); the tags are those of the
