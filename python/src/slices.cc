@@ -119,6 +119,18 @@ uint64_t SummedSlicesBytesPy(const py::buffer& values, uint32_t tensor_id, int p
   return SummedSlicesBytes(tensor_id, v, p, SummedMode(fp16));
 }
 
+std::pair<double, double> EstimateReceivePy(const py::buffer& averaged, uint32_t tensor_id, int p,
+                                            bool by_slices, uint64_t wire_bytes, bool fp16,
+                                            bool exact) {
+  std::vector<py::buffer_info> holders;
+  const std::span<const float> v = Floats(averaged, &holders, "averaged");
+  GroupSize(p);
+  py::gil_scoped_release release;
+  const ReceiveEstimate e =
+      EstimateReceive(tensor_id, p, by_slices, wire_bytes, v, SummedMode(fp16), exact);
+  return {e.allgather, e.reduce_scatter};
+}
+
 }  // namespace
 
 void AddSliceBindings(py::module_& m) {
@@ -133,6 +145,11 @@ void AddSliceBindings(py::module_& m) {
   m.def("_summed_slices_bytes", &SummedSlicesBytesPy, py::arg("values"), py::arg("tensor_id"),
         py::arg("p"), py::arg("fp16") = false,
         "Bytes the averaged slices of values would take in owners' messages.");
+  m.def("_estimate_receive", &EstimateReceivePy, py::arg("averaged"), py::arg("tensor_id"),
+        py::arg("p"), py::arg("by_slices"), py::arg("wire_bytes"), py::arg("fp16") = false,
+        py::arg("exact") = false,
+        "(all-gather, reduce-scatter) bytes one rank of p would receive for one tensor, "
+        "adacomp/slices.h EstimateReceive (auto's estimate).");
   m.def(
       "_slice_of",
       [](uint64_t n, int p, int d) {

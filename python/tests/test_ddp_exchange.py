@@ -8,6 +8,7 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_ddp_exchange
 """
 
 import unittest
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -15,6 +16,8 @@ import torch.distributed as dist
 from torch import nn
 
 import adacomp.torch as adt
+import adacomp.torch.slices as slices_mod
+from adacomp import _adacomp
 import adacomp.torch.state as hook_state
 from ddp_test_util import gloo_rank, spawn_world
 
@@ -140,6 +143,73 @@ class HookExchangeTest(unittest.TestCase):
             self.assertEqual(d["steps"], STEPS - 1)
             self.assertFalse(torch.equal(d["params"]["fc1.weight"],
                                          self.r[rank]["reduce-scatter"]["params"]["fc1.weight"]))
+
+
+class AutoEstimateTest(unittest.TestCase):
+    """auto's estimate in the hook: the bound C++ EstimateReceive against its documented
+    formula, and the bucket's sum (slices.py _estimate), which must be the exact figure
+    whenever it chooses the reduce-scatter."""
+
+    P = 4
+
+    def formula(self, averaged, wire, by_slices, h, slices):
+        p = self.P
+        extra = p * (p - 1) * h
+        frames = max(0.0, wire - extra) if by_slices else wire
+        pieces = wire if by_slices else wire + extra
+        return (frames * (p - 1) / p,
+                pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 8 * (p - 1))
+
+    def test_the_binding_follows_the_formula(self):
+        p, n, tid = self.P, 4000, 7
+        rng = np.random.default_rng(3)
+        averaged = np.zeros(n, np.float32)
+        averaged[rng.choice(n, 60, replace=False)] = rng.standard_normal(60)
+        wire = 50_000
+        # The empty piece's header h, read from the reduce-scatter's own frames figure.
+        ag_rs, _ = _adacomp._estimate_receive(averaged, tid, p, True, wire, exact=True)
+        h = (wire - ag_rs * p / (p - 1)) / (p * (p - 1))
+        self.assertEqual(h, round(h))
+        self.assertTrue(10 <= h <= 40, h)
+        for fp16 in (False, True):
+            slices = _adacomp._summed_slices_bytes(averaged, tid, p, fp16)
+            for by_slices in (False, True):
+                got = _adacomp._estimate_receive(averaged, tid, p, by_slices, wire, fp16,
+                                                 exact=True)
+                want = self.formula(averaged, wire, by_slices, h, slices)
+                self.assertAlmostEqual(got[0], want[0], places=6)
+                self.assertAlmostEqual(got[1], want[1], places=6)
+        # Not exact: a floor of 4 (float16: 2) bytes per non-zero average, kept when it
+        # already costs more than the all-gather.
+        dense = rng.standard_normal(n).astype(np.float32)
+        for fp16, per in ((False, 4), (True, 2)):
+            got = _adacomp._estimate_receive(dense, tid, p, False, 2_000, fp16)
+            want = self.formula(dense, 2_000, False, h, per * n)
+            self.assertGreaterEqual(got[1], got[0])
+            self.assertAlmostEqual(got[1], want[1], places=6)
+
+    def test_the_bucket_sum_is_exact_where_it_picks_the_reduce_scatter(self):
+        p = self.P
+        rng = np.random.default_rng(5)
+        # Tensor a: dense averages, few frame bytes (its floor settles it: all-gather);
+        # tensor b: few averages, many frame bytes (reduce-scatter). Together b wins.
+        a = rng.standard_normal(3000).astype(np.float32)
+        b = np.zeros(20000, np.float32)
+        b[:30] = 1.0
+        work = torch.from_numpy(np.concatenate([a, b]))
+        ea = SimpleNamespace(tensor_id=0)
+        eb = SimpleNamespace(tensor_id=1)
+        ex = SimpleNamespace(world=p, work=work, by_slices=False,
+                             layout=[(ea, 0, a.size), (eb, a.size, b.size)],
+                             wire_bytes={id(ea): 3_000, id(eb): 400_000})
+        floor_a = _adacomp._estimate_receive(a, 0, p, False, 3_000)
+        self.assertGreaterEqual(floor_a[1], floor_a[0])  # a kept its floor
+        exact = [_adacomp._estimate_receive(v, t, p, False, w, exact=True)
+                 for v, t, w in ((a, 0, 3_000), (b, 1, 400_000))]
+        ag, rs = slices_mod._estimate(ex, False)
+        self.assertAlmostEqual(ag, exact[0][0] + exact[1][0], places=6)
+        self.assertAlmostEqual(rs, exact[0][1] + exact[1][1] + 8 * (p - 1), places=6)
+        self.assertLess(rs, ag)
 
 
 if __name__ == "__main__":

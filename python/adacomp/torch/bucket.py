@@ -109,10 +109,12 @@ def _average(ex, received, counters):
             else:
                 where = "after the last parameter's frame"
             raise type(exc)(f"rank {r}, bucket {ex.index}, {where}: {exc}") from None
+        ex.wire_bytes = {}
         for (e, _, n), lengths in zip(ex.layout, used):
             c = counters[e.layer_type]
             c.gathered_elements += n * len(views)
             c.gathered_bytes += sum(lengths)
+            ex.wire_bytes[id(e)] = sum(lengths)
     else:
         for r, v in enumerate(views):
             if len(v):

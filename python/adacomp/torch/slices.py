@@ -122,27 +122,31 @@ def _average_slices(ex, received, counters, fp16):
         c = counters[e.layer_type]
         c.gathered_elements += n * ex.world
         c.gathered_bytes += pieces.get(id(e), 0)
-    ex.slice_bytes = pieces
+    ex.wire_bytes = pieces
     if ex.work is not ex.buf:
         ex.buf.copy_(ex.work)
 
 
-def _estimate(ex, received, by_slices, fp16):
-    """(all-gather, reduce-scatter) bytes one rank would receive for the bucket, from
-    this exchange's figures (the same on every rank): frames or pieces summed over the
-    ranks, and the averaged slices' bytes from the averaged bucket."""
+def _estimate(ex, fp16):
+    """(all-gather, reduce-scatter) bytes one rank would receive for the bucket in a step
+    like this one, from figures every rank holds alike: per parameter, the C++ estimate
+    of --exchange auto (adacomp/slices.h EstimateReceive) from its frames' or pieces'
+    bytes summed over the ranks (ex.wire_bytes) and its averaged values, summed over
+    the bucket; plus the reduce-scatter's second message per peer (8 bytes: the hook
+    sends a bucket's pieces, then its averaged slices, as one message per peer each).
+    The averaged slices are sized exactly only where their values' floor does not
+    already settle the bucket's choice (as EstimateReceive does per tensor)."""
     p = ex.world
     arr = ex.work.numpy()
-    slices = sum(_adacomp._summed_slices_bytes(arr[off:off + n], e.tensor_id, p, fp16)
-                 for e, off, n in ex.layout)
-    header = 24  # an empty piece's frame header, about
-    extra = p * (p - 1) * header * len(ex.layout)
-    if by_slices:
-        pieces = sum(ex.slice_bytes.values())
-        frames = max(0, pieces - extra)
-    else:
-        frames = sum(h for _, h, _ in received)
-        pieces = frames + extra
-    ag = frames * (p - 1) / p
-    rs = pieces * (p - 1) / (p * p) + slices * (p - 1) / p + 16 * (p - 1)
+    one = [(arr[off:off + n], e.tensor_id, ex.wire_bytes.get(id(e), 0))
+           for e, off, n in ex.layout]
+    est = [_adacomp._estimate_receive(v, t, p, ex.by_slices, w, fp16) for v, t, w in one]
+    ag = sum(a for a, _ in est)
+    rs = sum(r for _, r in est) + 8 * (p - 1)
+    if rs < ag:
+        # A tensor whose floor already exceeded its all-gather kept the floor; the
+        # bucket's choice needs its exact figure.
+        rs = 8 * (p - 1) + sum(
+            _adacomp._estimate_receive(v, t, p, ex.by_slices, w, fp16, exact=True)[1]
+            if r >= a else r for (v, t, w), (a, r) in zip(one, est))
     return ag, rs

@@ -546,7 +546,7 @@ class AdaCompState:
                 return self._fail_step(ex, _decode_failed(index, ex.step, e))
             self._schedule.record_norms(ex.work, ex.layout)
             if self.exchange == "auto" and ex.world > 1:
-                ag, rs = _estimate(ex, received, ex.by_slices, fp16)
+                ag, rs = _estimate(ex, fp16)
                 self._by_slices_next[index] = rs < ag
             self.buckets += 1
             self.transport_bytes += ex.sent_bytes + (second.sent_bytes if second else 0)
