@@ -25,6 +25,7 @@ LABELS = {
     "powersgd-r2": "PowerSGD r2", "powersgd-r4": "PowerSGD r4", "adacomp": "AdaComp",
     "adacomp-rec": "AdaComp, recommended",
     "adacomp-l500": "AdaComp, transformer L_T 500",
+    "adacomp-ramp": "AdaComp, ramp L_T 8 -> default over a third",
 }
 HOOKS = tuple(LABELS)
 LINKS = ("100mbit", "1gbit", "unshaped")
