@@ -86,17 +86,21 @@ HOOKS = {
     # (4 geometric stages): the early-lag remedy measured on the real models.
     "adacomp-ramp": ["--hook", "adacomp", "--ramp-start", "8", "--ramp-stages", "4",
                      "--ramp-steps", "{third}"],
+    # A longer, lighter start: L_T 4 to the defaults over the first half (4 stages).
+    "adacomp-ramp-half": ["--hook", "adacomp", "--ramp-start", "4", "--ramp-stages", "4",
+                          "--ramp-steps", "{half}"],
 }
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
-         "adacomp-ramp")
+         "adacomp-ramp", "adacomp-ramp-half")
 PROCS = 4
 
 
 def hook_args(hook, model):
-    """The example's options for `hook` on `model` ({third}: a third of its steps)."""
-    steps = MODELS[model]["args"][MODELS[model]["args"].index("--steps") + 1]
-    return [a.replace("{third}", str(int(steps) // 3)) for a in HOOKS[hook]]
+    """The example's options for `hook` on `model` ({third}, {half}: that part of its steps)."""
+    steps = int(MODELS[model]["args"][MODELS[model]["args"].index("--steps") + 1])
+    return [a.replace("{third}", str(steps // 3)).replace("{half}", str(steps // 2))
+            for a in HOOKS[hook]]
 
 
 def machine():

@@ -26,6 +26,7 @@ LABELS = {
     "adacomp-rec": "AdaComp, recommended",
     "adacomp-l500": "AdaComp, transformer L_T 500",
     "adacomp-ramp": "AdaComp, ramp L_T 8 -> default over a third",
+    "adacomp-ramp-half": "AdaComp, ramp L_T 4 -> default over half",
 }
 HOOKS = tuple(LABELS)
 LINKS = ("100mbit", "1gbit", "unshaped")
@@ -75,6 +76,18 @@ def fmt_bytes(v):
     return f"{v / 1e3:.1f} kB"
 
 
+def mean_gap(model, hook, metric, seeds, acc):
+    """The hook's final figure less no hook's, averaged over the seeds both ran."""
+    gaps = [acc[f"{model}_{hook}_s{s}"]["evals"][-1][metric]
+            - acc[f"{model}_none_s{s}"]["evals"][-1][metric] for s in seeds
+            if f"{model}_{hook}_s{s}" in acc and f"{model}_none_s{s}" in acc]
+    if hook == "none" or not gaps:
+        return "-"
+    mean = sum(gaps) / len(gaps)
+    text = f"{100 * mean:+.2f} points" if metric == "accuracy" else f"{mean:+.4f}"
+    return f"{text} ({len(gaps)})"
+
+
 def model_section(model, metric, acc, spd, lines):
     seeds = sorted({int(k.rsplit("_s", 1)[1]) for k in acc if k.startswith(model + "_")})
     none = acc.get(f"{model}_none_s0")
@@ -92,9 +105,10 @@ def model_section(model, metric, acc, spd, lines):
                  + ("minus 0.5 points" if metric == "accuracy" else "plus 0.03")
                  + f" ({fmt_metric(metric, tg['final'])}).\n")
     # Accuracy per hook (mean over seeds where there are several).
-    lines.append(f"| hook | final {unit} (seed 0) | other seeds | steps to early | steps to "
-                 f"final | AdaComp compression (per layer type) |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append(f"| hook | final {unit} (seed 0) | other seeds | mean gap to no hook "
+                 f"(seeds) | steps to early | steps to final | hook bytes/step over the run | "
+                 f"AdaComp compression (per layer type) |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     found = {}
     for h in HOOKS:
         r = acc.get(f"{model}_{h}_s0")
@@ -112,8 +126,10 @@ def model_section(model, metric, acc, spd, lines):
         f_s = steps_to(r["evals"], metric, tg["final"])
         lines.append(f"| {LABELS[h]} | {fmt_metric(metric, r['evals'][-1][metric])} | "
                      + (", ".join(fmt_metric(metric, v) for v in others) or "-") + " | "
+                     f"{mean_gap(model, h, metric, seeds, acc)} | "
                      f"{e_s if e_s is not None else 'not reached'} | "
-                     f"{f_s if f_s is not None else 'not reached'} | {comp} |")
+                     f"{f_s if f_s is not None else 'not reached'} | "
+                     f"{fmt_bytes(r.get('bytes_per_step')) if h != 'none' else '-'} | {comp} |")
     lines.append("")
     # Speed per link.
     hosts = sorted({s["hosts"] for k, s in spd.items() if k.startswith(model + "_")})
@@ -171,7 +187,8 @@ def plot(model, res, spd):
     metric = res["metric"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     colors = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
-                              "tab:blue", "tab:cyan", "tab:purple")))
+                              "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
+                              "tab:red")))
     scale = 100 if metric == "accuracy" else 1
     P = 4
     for h, r in res["found"].items():
