@@ -175,6 +175,10 @@ def add_common_args(ap):
     g.add_argument("--kill-rank", type=int, default=-1,
                    help="this rank kills itself with SIGKILL at --kill-at-step")
     g.add_argument("--kill-at-step", type=int, default=-1)
+    g.add_argument("--freeze-rank", type=int, default=-1,
+                   help="this rank stops itself with SIGSTOP at --freeze-at-step (a hung "
+                        "host: its sockets stay open, nothing moves)")
+    g.add_argument("--freeze-at-step", type=int, default=-1)
 
 
 def check_common_args(ap, args):
@@ -200,6 +204,8 @@ def check_common_args(ap, args):
         ap.error("--timeout-s must be positive")
     if (args.kill_rank >= 0) != (args.kill_at_step >= 0):
         ap.error("--kill-rank and --kill-at-step go together")
+    if (args.freeze_rank >= 0) != (args.freeze_at_step >= 0):
+        ap.error("--freeze-rank and --freeze-at-step go together")
 
 
 # ----- launching ----------------------------------------------------------------------------
@@ -232,12 +238,30 @@ def _worker(rank, task, args, from_env):
     torch.set_num_threads(args.threads)
     run = Run(task, args)
     try:
+        from adacomp.torch import Heartbeat  # not needed for the baselines' own runs
+    except ImportError:
+        Heartbeat = None
+    if Heartbeat is not None:
+        # A second client of the rendezvous store, for the heartbeat alone: after a
+        # failed collective it names the rank that stopped.
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                              dist.get_world_size(), False, timeout)
+        run.heartbeat = Heartbeat(store, dist.get_rank(), dist.get_world_size()).start()
+    try:
         run.train()
     except PeerFailure as e:
         # A peer is gone or frozen: no collective can complete any more, and tearing the
         # process group down could wait on it too. Say what happened and leave now.
         print(f"rank {dist.get_rank()}: {e}", file=sys.stderr, flush=True)
+        if run.heartbeat is not None:
+            run.heartbeat.leave()
+        if dist.get_rank() == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            # This process hosts the store: give the other ranks time to read the
+            # heartbeats in it before it goes.
+            time.sleep(3 * HEARTBEAT_READ_S)
         os._exit(2)
+    if run.heartbeat is not None:
+        run.heartbeat.close()
     # Every rank gets here before any tears its group down (python/README.md).
     dist.barrier()
     dist.destroy_process_group()
@@ -251,6 +275,11 @@ def _first_line(exc):
 
 class PeerFailure(RuntimeError):
     """A collective failed: another rank died, froze or lost its connection."""
+
+
+# Seconds between two readings of the heartbeats after a failure (Heartbeat's default:
+# 2.5 beats of 1 s).
+HEARTBEAT_READ_S = 2.5
 
 
 # ----- communication hooks ------------------------------------------------------------------
@@ -272,9 +301,18 @@ class Run:
         self.task = task
         self.args = args
 
+    heartbeat = None  # set by _worker
+
     def log(self, text):
         if self.rank == 0:
             print(text, flush=True)
+
+    def _peer_failure(self, step, what, error):
+        """The PeerFailure for a failed collective: which rank stopped, by the heartbeats."""
+        who = (self.heartbeat.describe(HEARTBEAT_READ_S) if self.heartbeat is not None
+               else "another rank is gone, frozen or unreachable")
+        return PeerFailure(f"step {step}: {what} failed: {who} (process-group timeout "
+                           f"{self.args.timeout_s:g} s): {_first_line(error)}")
 
     def train(self):
         task, args = self.task, self.args
@@ -340,6 +378,10 @@ class Run:
                     print(f"rank {self.rank}: killing myself at step {step} (--kill-rank)",
                           file=sys.stderr, flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
+                if step == args.freeze_at_step and self.rank == args.freeze_rank:
+                    print(f"rank {self.rank}: freezing at step {step} (--freeze-rank), pid "
+                          f"{os.getpid()}", file=sys.stderr, flush=True)
+                    os.kill(os.getpid(), signal.SIGSTOP)
                 timed = step >= hook.untimed
                 if timed and link0 is None:
                     link0 = link_bytes(iface)
@@ -356,10 +398,7 @@ class Run:
                 except RuntimeError as e:
                     err = hook.step_failure()
                     if err is None:
-                        raise PeerFailure(f"step {step}: the gradient exchange failed: "
-                                          f"another rank is gone, frozen or unreachable "
-                                          f"(process-group timeout {args.timeout_s:g} s): "
-                                          f"{_first_line(e)}") from e
+                        raise self._peer_failure(step, "the gradient exchange", e) from e
                     # Bad data on some rank: every rank rolled the hook back for this step.
                     self.log(f"step {step} skipped: {err}")
                     opt.zero_grad(set_to_none=True)
@@ -419,9 +458,7 @@ class Run:
         except RuntimeError as e:
             if isinstance(e, PeerFailure):
                 raise
-            raise PeerFailure(f"step {step}: a collective failed: another rank is gone, "
-                              f"frozen or unreachable (process-group timeout "
-                              f"{args.timeout_s:g} s): {_first_line(e)}") from e
+            raise self._peer_failure(step, "a collective", e) from e
         if self.rank != 0:
             return
         rates = hook.rates()

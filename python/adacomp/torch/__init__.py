@@ -60,22 +60,25 @@ gradients and goes on, as if that batch had never been drawn
 #   worker     the exchange thread and the interpreter-exit handling
 #   state      AdaCompState: settings, parameters, checkpoints, the per-bucket steps
 #   ddp_hook   hook() and register()
+#   liveness   Heartbeat: which rank stopped, after a collective failed
 # (ddp_hook, not hook: the package's name `hook` is the function.)
 
 from .. import _adacomp  # noqa: F401 - adacomp.torch._adacomp, as before the split
 from .ddp_hook import hook, register
 from .errors import StepAborted, _Failed  # noqa: F401 - _Failed: the tests read it
+from .liveness import Heartbeat
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, layer_types_of
 from .state import AdaCompState
 
 # The public names keep the module they had (reprs, pickles: adacomp.torch.StepAborted).
-for _obj in (AdaCompState, StepAborted, hook, register, layer_types_of):
+for _obj in (AdaCompState, StepAborted, Heartbeat, hook, register, layer_types_of):
     _obj.__module__ = __name__
 del _obj
 
 __all__ = [
     "AdaCompState",
     "StepAborted",
+    "Heartbeat",
     "hook",
     "register",
     "layer_types_of",
