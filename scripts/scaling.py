@@ -25,6 +25,12 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           rings, and AdaComp by the all-gather, the reduce-scatter and auto
           (docs/cost-model-oos.md scores the cost model on them).
 
+  schedule  mnist-cnn's whole 12-epoch schedule (x0.1 after epochs 6 and 9) on 8
+          hosts at 100 Mbit/s and 1 Gbit/s, trained to the end: the fp16 and
+          float32 rings, AdaComp and AdaComp with a bin-size ramp, evaluated
+          on all 10,000 test images every 32 steps (docs/cluster-schedule.md,
+          scripts/schedule_report.py).
+
   probe   why AdaComp needs more steps to the target: the same target
           in-process (4 learners, no links), dense and AdaComp with the
           default and with remedies (2x lr, half the bin sizes, fp32 values,
@@ -74,10 +80,19 @@ CODECS = {
     # The exchanges of AdaComp beyond the all-gather (part p16).
     "adacomp-rs": ["--codec", "adacomp", "--exchange", "reduce-scatter"],
     "adacomp-auto": ["--codec", "adacomp", "--exchange", "auto"],
+    # The bin-size ramp of the early-lag work (part schedule): L_T 8 to the defaults
+    # over the first epoch of the 16,384 examples (128 steps), 4 stages.
+    "adacomp-ramp": ["--codec", "adacomp", "--ramp-steps", "128", "--ramp-start", "8",
+                     "--ramp-stages", "4"],
 }
 P16_LINKS = ["100mbit", "1gbit", "unshaped"]
 P16_CODECS = ["dense", "fp16", "adacomp", "adacomp-rs", "adacomp-auto"]
 MODELS = ["mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"]
+# Part schedule: (link, codec) in the order they run, the ones the targets compare first.
+SCHEDULE_RUNS = [("100mbit", "adacomp"), ("100mbit", "fp16"), ("1gbit", "adacomp"),
+                 ("1gbit", "fp16"), ("100mbit", "adacomp-ramp"), ("1gbit", "adacomp-ramp"),
+                 ("1gbit", "dense")]
+SCHEDULE_ARGS = ["--epochs", "12", "--lr-decay-epochs", "6,9", "--eval-every", "32"]
 STEPS = 25          # a steps run; the bytes run does 2 x STEPS
 SKIP = 5            # steps left out of the medians (start-up, warm caches)
 COMMON = ["--batch-size", "128", "--train-limit", "16384", "--seed", "1"]
@@ -121,6 +136,9 @@ def configs():
         for codec in P16_CODECS:
             out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
                         "steps": STEPS})
+    for link, codec in SCHEDULE_RUNS:
+        out.append({"part": "schedule", "model": "mnist-cnn", "codec": codec, "P": 8,
+                    "link": link})
     for c in out:
         c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
     for name, extra in PROBES:
@@ -245,7 +263,9 @@ def median_split(metrics_path):
 
 def train_args(c, work):
     args = ["--model", c["model"]] + CODECS[c["codec"]] + COMMON
-    if c["part"] == "target":
+    if c["part"] == "schedule":
+        args += SCHEDULE_ARGS + ["-q", "--log-every", "1000"]
+    elif c["part"] == "target":
         args += ["--test-limit", "2000", "--eval-every", str(TARGET_EVERY), "--steps",
                  str(TARGET_MAX_STEPS), "--stop-at-accuracy", "%.4f" % c["target"], "-q",
                  "--log-every", "1000"]
@@ -260,11 +280,12 @@ def run_one(adacomp, c, cl, log):
     with tempfile.TemporaryDirectory(prefix="scaling-") as work:
         os.chmod(work, 0o755)
         args = train_args(c, work)
-        cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", "900", "--",
+        limit = 1800 if c["part"] == "schedule" else 900  # a whole schedule: up to ~12 min
+        cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", str(limit), "--",
                adacomp, "train"] + args
         before = counters()
         start = time.time()
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=960)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 60)
         wall = time.time() - start
         after = counters()
         log.write("== %s %s\n$ %s\n%s%s\n" % (utc_now(), c["id"], shlex.join(cmd), r.stdout,
@@ -288,7 +309,7 @@ def run_one(adacomp, c, cl, log):
                 "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
                 "bytes_sent", "dense_bytes"]
         rec["summary"] = {k: summary.get(k) for k in keep}
-        if c["part"] != "target":
+        if c["part"] not in ("target", "schedule"):
             rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
         return rec
 
@@ -319,7 +340,8 @@ def find_target(adacomp, log):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="all",
-                    choices=["steps", "bytes", "target", "probe", "p16", "all"])
+                    choices=["steps", "bytes", "target", "probe", "p16", "schedule",
+                             "all"])
     ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
@@ -361,6 +383,9 @@ def main():
                 s = rec["summary"]
                 if c["part"] in ("target", "probe"):
                     print("  reached %s" % s["reached_accuracy"], flush=True)
+                elif c["part"] == "schedule":
+                    print("  test accuracy %.4f, %.1f s of training" % (
+                        s["test_accuracy"], s["epoch_metrics"][-1]["train_seconds"]), flush=True)
                 else:
                     print("  %.4f s/step (median; compute %.4f, communicate %.4f)" % (
                         rec["split"]["step"], rec["split"]["compute"], rec["split"]["communicate"]),
