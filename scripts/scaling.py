@@ -307,7 +307,7 @@ def run_one(adacomp, c, cl, log):
                 "wire_bytes_per_step_per_learner", "compression_rate", "weights_sha256",
                 "replicas_identical", "epoch_metrics", "reached_accuracy", "compute_seconds",
                 "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
-                "bytes_sent", "dense_bytes"]
+                "bytes_sent", "dense_bytes", "learner_seconds", "slowest_learner"]
         rec["summary"] = {k: summary.get(k) for k in keep}
         if c["part"] not in ("target", "schedule"):
             rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))

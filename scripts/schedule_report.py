@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""docs/cluster-schedule.md from results/scaling/schedule/*.json (scripts/scaling.py
+--part schedule): mnist-cnn's whole schedule on 8 hosts of the namespace cluster,
+trained to the end, AdaComp (with and without the bin-size ramp) against the
+dense rings, and the time each needs to three targets.
+
+Targets, from the float32 ring's run (its accuracy does not depend on the link;
+the fp16 ring's when there is none): its test accuracy after one epoch, after half
+of the schedule, and its final accuracy minus 0.3 points. Time to a target = the
+training seconds (the trainer's train_seconds: steps only, no evaluations) at the
+first evaluation at or above it. "Fastest ring" = whichever ring run on that link
+reaches the target first.
+
+Usage: /usr/bin/python3 scripts/schedule_report.py   (writes the doc and its plot)
+"""
+
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from script_util import pyplot  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RES = os.path.join(ROOT, "results", "scaling", "schedule")
+DOC = os.path.join(ROOT, "docs", "cluster-schedule.md")
+IMG = os.path.join(ROOT, "docs", "img", "cluster_schedule.png")
+NAMES = {"dense": "float32 ring", "fp16": "fp16 ring", "adacomp": "AdaComp",
+         "adacomp-ramp": "AdaComp, ramp"}
+RINGS = ("dense", "fp16")
+LINKS = (("100mbit", "100 Mbit/s"), ("1gbit", "1 Gbit/s"))
+TOLERANCE = 0.003
+# The issue's targets: at least 3x sooner than the fastest ring at 100 Mbit/s, no
+# later at 1 Gbit/s (ratio = ring's time / AdaComp's time).
+NEEDED = {"100mbit": 3.0, "1gbit": 1.0}
+
+
+def load():
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(RES, "*.json"))):
+        with open(path) as f:
+            r = json.load(f)
+        runs[(r["codec"], r["link"])] = r
+    return runs
+
+
+def evals(r):
+    """[(step, test accuracy, training seconds)] of a run's evaluations."""
+    return [(e["step"], e["test_accuracy"], e["train_seconds"])
+            for e in r["summary"]["epoch_metrics"]]
+
+
+def accuracy_at(r, step):
+    return next((a for s, a, _ in evals(r) if s >= step), None)
+
+
+def time_to(r, target):
+    """(training seconds, step) at the first evaluation reaching target, or None."""
+    return next(((t, s) for s, a, t in evals(r) if a >= target - 1e-12), None)
+
+
+def targets(runs):
+    ref = next((r for (c, _), r in sorted(runs.items()) if c == "dense"), None) or next(
+        (r for (c, _), r in sorted(runs.items()) if c == "fp16"), None)
+    if ref is None:
+        return None, None
+    per_epoch = ref["summary"]["steps"] // 12
+    ev = evals(ref)
+    return ref, {"after one epoch": accuracy_at(ref, per_epoch),
+                 "after half the schedule": accuracy_at(ref, 6 * per_epoch),
+                 "final minus 0.3 points": ev[-1][1] - TOLERANCE}
+
+
+def fmt_time(x):
+    return "not reached" if x is None else f"{x[0]:.1f} s (step {x[1]})"
+
+
+def section(runs, tg):
+    lines = []
+    for link, link_name in LINKS:
+        here = {c: r for (c, l), r in runs.items() if l == link}
+        if not here:
+            continue
+        lines += [f"### {link_name}", "",
+                  "| run | final accuracy | steps | training s | s/step | bytes sent per "
+                  "step and learner | compression | " + " | ".join(
+                      f"time to {k} ({100 * v:.2f} %)" for k, v in tg.items()) + " |",
+                  "|---|---|---|---|---|---|---|" + "---|" * len(tg)]
+        for c in NAMES:
+            r = here.get(c)
+            if r is None:
+                continue
+            s = r["summary"]
+            t = evals(r)[-1][2]
+            rate = s.get("compression_rate") or {}
+            e2e = rate.get("end_to_end") if isinstance(rate, dict) else rate
+            lines.append(
+                f"| {NAMES[c]} | {100 * s['test_accuracy']:.2f} % | {s['steps']} | {t:.1f} | "
+                f"{t / s['steps']:.3f} | "
+                f"{s['wire_bytes_per_step_per_learner']['sent']:,.0f} | "
+                + (f"{e2e:.0f}x" if e2e else "-") + " | "
+                + " | ".join(fmt_time(time_to(r, v)) for v in tg.values()) + " |")
+        lines.append("")
+        for c in ("adacomp", "adacomp-ramp"):
+            if c not in here:
+                continue
+            for k, v in tg.items():
+                mine = time_to(here[c], v)
+                rings = [(time_to(here[rc], v), rc) for rc in RINGS if rc in here]
+                rings = [(x, rc) for x, rc in rings if x is not None]
+                if not rings:
+                    lines.append(f"- {NAMES[c]}, {k}: no ring run reaches it here.")
+                    continue
+                best, rc = min(rings)
+                if mine is None:
+                    lines.append(f"- {NAMES[c]}, {k}: not reached; the {NAMES[rc]} needs "
+                                 f"{best[0]:.1f} s: **missed**.")
+                    continue
+                ratio = best[0] / mine[0]
+                verdict = "met" if ratio >= NEEDED[link] else "missed"
+                lines.append(f"- {NAMES[c]}, {k}: {mine[0]:.1f} s against the {NAMES[rc]}'s "
+                             f"{best[0]:.1f} s: {ratio:.2f}x sooner (target {NEEDED[link]:g}x: "
+                             f"**{verdict}**).")
+        lines.append("")
+    return lines
+
+
+def plot(runs, tg):
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    colors = {"dense": "black", "fp16": "tab:gray", "adacomp": "tab:blue",
+              "adacomp-ramp": "tab:green"}
+    drawn = set()
+    for (c, link), r in sorted(runs.items()):
+        ev = evals(r)
+        if c not in drawn:  # against steps: one curve per run kind (link-independent)
+            axes[0].plot([s for s, _, _ in ev], [100 * a for _, a, _ in ev], label=NAMES[c],
+                         color=colors[c])
+            drawn.add(c)
+        i = 1 if link == "100mbit" else 2
+        axes[i].plot([t for _, _, t in ev], [100 * a for _, a, _ in ev], label=NAMES[c],
+                     color=colors[c])
+    for ax, title in zip(axes, ("against steps", "against training seconds, 100 Mbit/s",
+                                "against training seconds, 1 Gbit/s")):
+        for v in tg.values():
+            ax.axhline(100 * v, color="red", lw=0.6, ls="--")
+        ax.set_title(f"mnist-cnn, 8 hosts: {title}", fontsize=10)
+        ax.set_ylabel("test accuracy (%, 10,000 images)")
+        ax.set_ylim(bottom=100 * min(tg.values()) - 8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_xlabel("step")
+    axes[1].set_xlabel("seconds of training")
+    axes[2].set_xlabel("seconds of training")
+    fig.tight_layout()
+    fig.savefig(IMG, dpi=110)
+    plt.close(fig)
+    return os.path.relpath(IMG, os.path.dirname(DOC))
+
+
+def main():
+    runs = load()
+    if not runs:
+        sys.exit("no results/scaling/schedule/*.json (run scripts/scaling.py --part schedule)")
+    ref, tg = targets(runs)
+    if tg is None:
+        sys.exit("no ring run to take the targets from")
+    first = next(iter(runs.values()))
+    m = first.get("machine", {})
+    lines = [
+        "# The whole schedule on the cluster",
+        "",
+        "Generated by `scripts/schedule_report.py` from `results/scaling/schedule/*.json`; "
+        "the runs: `sudo /usr/bin/python3 scripts/scaling.py --part schedule` "
+        f"(measured on {m.get('cpu', '?')}, {m.get('cores', '?')} cores: the 8 hosts of the "
+        "namespace cluster share them, so compute per step is that of 8 learners on 2 cores; "
+        "the ratios between runs are what carries over).",
+        "",
+        "mnist-cnn trained to the end, not extrapolated: 12 epochs of the first 16,384 "
+        "Fashion-MNIST training images (128 steps of 128 images an epoch, 16 per host; "
+        "seed 1; lr x0.1 after epochs 6 and 9), evaluated on all 10,000 test images every "
+        "32 steps. 8 hosts, every link shaped with `tc tbf`. The ramp: L_T 8 to the "
+        "defaults over the first epoch (128 steps), 4 stages. The float32 ring is run at "
+        "1 Gbit/s only: at 100 Mbit/s its step is 1.5x the fp16 ring's (docs/scaling.md), "
+        "so the fp16 ring is the fastest ring there.",
+        "",
+        "Targets, from the " + NAMES[ref["codec"]] + "'s run: " + "; ".join(
+            f"{k} {100 * v:.2f} %" for k, v in tg.items()) + ". The issue asks AdaComp to "
+        "reach each at least 3x sooner than the fastest ring at 100 Mbit/s and no later at "
+        "1 Gbit/s.",
+        "",
+    ]
+    lines += section(runs, tg)
+    img = plot(runs, tg)
+    if img:
+        lines += [f"![accuracy against steps and training seconds]({img})", ""]
+    lines += ["Commands of the runs (each JSON holds its own):", ""]
+    for (c, link), r in sorted(runs.items()):
+        lines.append(f"- {NAMES[c]}, {link}: `{r['command']}`")
+    lines.append("")
+    with open(DOC, "w") as f:
+        f.write("\n".join(lines))
+    print("wrote", DOC)
+
+
+if __name__ == "__main__":
+    main()
