@@ -246,7 +246,10 @@ def _worker(rank, task, args, from_env):
         # failed collective it names the rank that stopped.
         store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                               dist.get_world_size(), False, timeout)
-        run.heartbeat = Heartbeat(store, dist.get_rank(), dist.get_world_size()).start()
+        # One set of counters per attempt: torchrun's restarts reuse its store.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        run.heartbeat = Heartbeat(store, dist.get_rank(), dist.get_world_size(),
+                                  prefix=f"adacomp/heartbeat/{attempt}/").start()
     try:
         run.train()
     except PeerFailure as e:

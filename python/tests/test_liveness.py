@@ -88,6 +88,17 @@ class HeartbeatTest(unittest.TestCase):
         finally:
             store.release.set()
 
+    def test_prefixes_keep_attempts_apart(self):
+        # A rank that left in an earlier attempt (same store, other prefix) and froze in
+        # this one is named.
+        client = dist.TCPStore("127.0.0.1", self.port, 3, False, TIMEOUT)
+        Heartbeat(client, 2, 3, interval=INTERVAL, prefix="attempt0/").leave()
+        a1 = [Heartbeat(dist.TCPStore("127.0.0.1", self.port, 3, False, TIMEOUT), r, 3,
+                        interval=INTERVAL, prefix="attempt1/").start() for r in range(3)]
+        self.beats += a1
+        a1[2].close()
+        self.assertEqual(a1[0].stopped(), [2])
+
     def test_bad_settings(self):
         with self.assertRaisesRegex(ValueError, "rank 3 outside a world of 3"):
             Heartbeat(None, 3, 3)

@@ -30,13 +30,16 @@ PREFIX = "adacomp/heartbeat/"
 class Heartbeat:
     """This rank's heartbeat, and the reading of every rank's."""
 
-    def __init__(self, store, rank, world, interval=1.0, answer_timeout=10.0):
+    def __init__(self, store, rank, world, interval=1.0, answer_timeout=10.0, prefix=PREFIX):
         if not 0 <= rank < world:
             raise ValueError(f"Heartbeat: rank {rank} outside a world of {world}")
         if not interval > 0 or not answer_timeout > 0:
             raise ValueError("Heartbeat: interval and answer_timeout must be positive")
         self.store, self.rank, self.world = store, rank, world
         self.interval, self.answer_timeout = float(interval), float(answer_timeout)
+        # Keys live as long as the store: a launcher that restarts the job on the same
+        # store (torchrun's elastic restarts) needs a prefix per attempt.
+        self.prefix = prefix
         self._lock = threading.Lock()  # one store call at a time from this object
         self._stop = threading.Event()
         self._thread = None
@@ -44,7 +47,7 @@ class Heartbeat:
         self.error = None  # the store error that stopped this rank's beating, if any
 
     def _key(self, what, rank):
-        return f"{PREFIX}{what}/{rank}"
+        return f"{self.prefix}{what}/{rank}"
 
     def _add(self, key, n):
         with self._lock:
