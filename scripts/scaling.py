@@ -25,8 +25,8 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           rings, and AdaComp by the all-gather, the reduce-scatter and auto
           (docs/cost-model-oos.md scores the cost model on them).
 
-  schedule  mnist-cnn's whole 12-epoch schedule (x0.1 after epochs 6 and 9) on 8
-          hosts at 100 Mbit/s and 1 Gbit/s, trained to the end: the fp16 and
+  schedule  mnist-cnn's and then fc-dnn's whole 12-epoch schedule (x0.1 after epochs
+          6 and 9) on 8 hosts at 100 Mbit/s and 1 Gbit/s, trained to the end: the fp16 and
           float32 rings, AdaComp and AdaComp with a bin-size ramp, evaluated
           on all 10,000 test images every 32 steps (docs/cluster-schedule.md,
           scripts/schedule_report.py).
@@ -136,9 +136,10 @@ def configs():
         for codec in P16_CODECS:
             out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
                         "steps": STEPS})
-    for link, codec in SCHEDULE_RUNS:
-        out.append({"part": "schedule", "model": "mnist-cnn", "codec": codec, "P": 8,
-                    "link": link})
+    for model in ("mnist-cnn", "fc-dnn"):
+        for link, codec in SCHEDULE_RUNS:
+            out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
+                        "link": link})
     for c in out:
         c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
     for name, extra in PROBES:
