@@ -236,6 +236,10 @@ def report(model, seeds, full_epochs):
         "",
         f"![test accuracy against steps](img/early_lag_{model}.png)",
         "",
+        "Elsewhere: the same ramp through the DDP hook on ResNet-18 and the GPT "
+        "(docs/ddp-real-models.md), and whole schedules with and without it on 8 "
+        "hosts of the cluster, timed to the end (docs/cluster-schedule.md).",
+        "",
     ]
     with open(DOC, "w") as f:
         f.write("\n".join(lines))

@@ -55,9 +55,9 @@ class ScheduleReportTest(unittest.TestCase):
         _, tg = sr.targets(runs)
         text = "\n".join(sr.section(runs, tg))
         self.assertIn("AdaComp, after one epoch: 100.0 s against the fp16 ring's 300.0 s: "
-                      "3.00x sooner (target 3x: **met**)", text)
+                      "3.00x sooner (target 3x sooner: **met**)", text)
         self.assertIn("AdaComp, after half the schedule: 250.0 s against the fp16 ring's "
-                      "600.0 s: 2.40x sooner (target 3x: **missed**)", text)
+                      "600.0 s: 2.40x sooner (target 3x sooner: **missed**)", text)
         self.assertIn("AdaComp, final minus 0.3 points: not reached; the fp16 ring needs "
                       "1200.0 s: **missed**", text)
         # At 1 Gbit/s, no later than the ring: the float32 ring's own run is the ring.
@@ -66,9 +66,9 @@ class ScheduleReportTest(unittest.TestCase):
                                           (1536, 0.90, 240.0)])
         text = "\n".join(sr.section(runs, tg))
         self.assertIn("AdaComp, after one epoch: 21.0 s against the float32 ring's 20.0 s: "
-                      "0.95x sooner (target 1x: **missed**)", text)
+                      "1.05x later (target 1x sooner: **missed**)", text)
         self.assertIn("AdaComp, after half the schedule: 119.0 s against the float32 ring's "
-                      "120.0 s: 1.01x sooner (target 1x: **met**)", text)
+                      "120.0 s: 1.01x sooner (target 1x sooner: **met**)", text)
 
 
 if __name__ == "__main__":
