@@ -264,7 +264,10 @@ def main(args):
                  f"(`scripts/ddp_real_models.py accuracy`); speed runs: `scripts/"
                  f"ddp_real_models.py speed` on the namespace cluster, all hosts' processes "
                  f"sharing this machine's 2 cores.\n")
-    for model, metric in (("resnet18", "accuracy"), ("gpt", "loss")):
+    for model, metric in (("resnet18", "accuracy"), ("resnet18-long", "accuracy"),
+                          ("gpt", "loss")):
+        if model == "resnet18-long" and not any(k.startswith(model + "_") for k in acc):
+            continue
         res = model_section(model, metric, acc, spd, lines)
         if res and res["found"]:
             img = plot(model, res, spd)
