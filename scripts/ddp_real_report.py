@@ -29,6 +29,9 @@ LABELS = {
     "adacomp-ramp-half": "AdaComp, ramp L_T 4 -> default over half",
 }
 HOOKS = tuple(LABELS)
+COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
+                          "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
+                          "tab:red")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
@@ -185,10 +188,10 @@ def plot(model, res, spd):
     if plt is None:
         return None
     metric = res["metric"]
+    if not res["table"]:
+        return plot_steps_only(plt, model, res)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    colors = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
-                              "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
-                              "tab:red")))
+    colors = COLORS
     scale = 100 if metric == "accuracy" else 1
     P = 4
     for h, r in res["found"].items():
@@ -227,6 +230,29 @@ def plot(model, res, spd):
     axes[2].set_title(f"time per step, {P} hosts")
     axes[2].legend(fontsize=7)
     axes[2].grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = os.path.join(IMG, f"ddp_real_{model}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return os.path.relpath(path, os.path.dirname(DOC))
+
+
+def plot_steps_only(plt, model, res):
+    """The accuracy runs against steps, for a model without speed runs."""
+    metric = res["metric"]
+    scale = 100 if metric == "accuracy" else 1
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for h, r in res["found"].items():
+        ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
+                marker="o", ms=3, label=LABELS[h], color=COLORS[h])
+    ax.axhline(scale * res["targets"]["final"], color="red", lw=0.8, ls="--")
+    ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else "held-out nats/byte")
+    if metric == "accuracy":
+        ax.set_ylim(bottom=max(0, scale * res["targets"]["final"] - 30))
+    ax.set_xlabel("step")
+    ax.set_title(f"{model}: against steps (loopback runs)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     path = os.path.join(IMG, f"ddp_real_{model}.png")
     fig.savefig(path, dpi=110)
