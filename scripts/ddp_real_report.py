@@ -212,7 +212,10 @@ def plot(model, res, spd):
     axes[0].set_title(f"{model}: against steps (loopback runs)")
     axes[1].set_xlabel(f"minutes at 100 Mbit/s, {P} hosts (steps x measured s/step)")
     axes[1].set_title("against time")
-    axes[0].legend(fontsize=7)
+    # Every hook's label, on the time panel: its lower (accuracy) or upper (loss) right
+    # corner is empty, where on the steps panel the legend would hide curves.
+    axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=7,
+                   loc="lower right" if metric == "accuracy" else "upper right")
     hooks = [h for h in HOOKS if any((P, link, h) in res["table"] for link in LINKS)]
     width = 0.8 / max(1, len(LINKS))
     for i, link in enumerate(LINKS):
