@@ -183,33 +183,59 @@ def model_section(model, metric, acc, spd, lines):
     return {"found": found, "targets": tg, "table": table, "metric": metric}
 
 
+def _metric_axis(ax, res):
+    """The target line, the metric's label and limits and a grid on a panel of curves."""
+    metric = res["metric"]
+    scale = 100 if metric == "accuracy" else 1
+    ax.axhline(scale * res["targets"]["final"], color="red", lw=0.8, ls="--")
+    ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else "held-out nats/byte")
+    ax.grid(alpha=0.3)
+    if metric == "accuracy":
+        ax.set_ylim(bottom=max(0, scale * res["targets"]["final"] - 30))
+
+
+def _steps_panel(ax, model, res):
+    """Every accuracy run's curve against steps."""
+    metric = res["metric"]
+    scale = 100 if metric == "accuracy" else 1
+    for h, r in res["found"].items():
+        ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
+                marker="o", ms=3, label=LABELS[h], color=COLORS[h])
+    _metric_axis(ax, res)
+    ax.set_xlabel("step")
+    ax.set_title(f"{model}: against steps (loopback runs)")
+
+
+def _save(plt, fig, model):
+    fig.tight_layout()
+    path = os.path.join(IMG, f"ddp_real_{model}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return os.path.relpath(path, os.path.dirname(DOC))
+
+
 def plot(model, res, spd):
     plt = pyplot()
     if plt is None:
         return None
     metric = res["metric"]
     if not res["table"]:
-        return plot_steps_only(plt, model, res)
+        # No speed runs: the accuracy runs against steps alone.
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        _steps_panel(ax, model, res)
+        ax.legend(fontsize=7)
+        return _save(plt, fig, model)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    colors = COLORS
     scale = 100 if metric == "accuracy" else 1
     P = 4
+    _steps_panel(axes[0], model, res)
     for h, r in res["found"].items():
-        xs = [e["step"] for e in r["evals"]]
-        ys = [scale * e[metric] for e in r["evals"]]
-        axes[0].plot(xs, ys, marker="o", ms=3, label=LABELS[h], color=colors[h])
         s = spd.get(f"{model}_{h}_P{P}_100mbit")
         if s:
-            axes[1].plot([x * s["step_time_mean_s"] / 60 for x in xs], ys, marker="o", ms=3,
-                         label=LABELS[h], color=colors[h])
-    for ax in axes[:2]:
-        ax.axhline(scale * res["targets"]["final"], color="red", lw=0.8, ls="--")
-        ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else "held-out nats/byte")
-        ax.grid(alpha=0.3)
-        if metric == "accuracy":
-            ax.set_ylim(bottom=max(0, scale * res["targets"]["final"] - 30))
-    axes[0].set_xlabel("step")
-    axes[0].set_title(f"{model}: against steps (loopback runs)")
+            axes[1].plot([e["step"] * s["step_time_mean_s"] / 60 for e in r["evals"]],
+                         [scale * e[metric] for e in r["evals"]], marker="o", ms=3,
+                         label=LABELS[h], color=COLORS[h])
+    _metric_axis(axes[1], res)
     axes[1].set_xlabel(f"minutes at 100 Mbit/s, {P} hosts (steps x measured s/step)")
     axes[1].set_title("against time")
     # Every hook's label, on the time panel: its lower (accuracy) or upper (loss) right
@@ -233,34 +259,7 @@ def plot(model, res, spd):
     axes[2].set_title(f"time per step, {P} hosts")
     axes[2].legend(fontsize=7)
     axes[2].grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    path = os.path.join(IMG, f"ddp_real_{model}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return os.path.relpath(path, os.path.dirname(DOC))
-
-
-def plot_steps_only(plt, model, res):
-    """The accuracy runs against steps, for a model without speed runs."""
-    metric = res["metric"]
-    scale = 100 if metric == "accuracy" else 1
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for h, r in res["found"].items():
-        ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
-                marker="o", ms=3, label=LABELS[h], color=COLORS[h])
-    ax.axhline(scale * res["targets"]["final"], color="red", lw=0.8, ls="--")
-    ax.set_ylabel("test accuracy (%)" if metric == "accuracy" else "held-out nats/byte")
-    if metric == "accuracy":
-        ax.set_ylim(bottom=max(0, scale * res["targets"]["final"] - 30))
-    ax.set_xlabel("step")
-    ax.set_title(f"{model}: against steps (loopback runs)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(IMG, f"ddp_real_{model}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return os.path.relpath(path, os.path.dirname(DOC))
+    return _save(plt, fig, model)
 
 
 def check_estimate(spd):
