@@ -30,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaling_report as sr  # noqa: E402
+from script_util import machine_name  # noqa: E402
 
 DOC = os.path.join(sr.ROOT, "docs", "cost-model-oos.md")
 FIT_MAX_P = 4
@@ -49,13 +50,6 @@ def predict_comm(model, link, codec, p, nbytes, n):
     a = a_ring if codec in sr.RING else a_gather
     return (a * rounds(codec, p) + beta * nbytes + kappa * sr.half_elements(codec, p, n)
             + gamma)
-
-
-def machine_name(r):
-    m = r.get("machine", "the project VM")
-    if isinstance(m, dict):
-        m = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores"
-    return m
 
 
 def p16_sets():
@@ -84,7 +78,7 @@ def auto_section(p16, name):
                    f"{st['adacomp-auto']:.3f} | {st['adacomp-auto'] / faster:.2f}x | "
                    f"{rx['adacomp'] / 1e3:.1f} / {rx['adacomp-rs'] / 1e3:.1f} / "
                    f"{rx['adacomp-auto'] / 1e3:.1f} kB |")
-    m16 = machine_name(next(iter(p16.values())))
+    m16 = machine_name(next(iter(p16.values())), "the project VM")
     out += ["", f"Measured on {m16} (`scripts/scaling.py --part p16`, 25 steps each, "
             "medians of steps 6-25). 16 ranks share this machine's 2 cores, so compute per step (0.05-0.06 s "
             "here) and its run-to-run noise are far above what 16 real hosts would "
@@ -120,7 +114,7 @@ def main():
             out.append((m, c, link, s["step"], coding(s) + pred_ex, ex, pred_ex))
         return out
     rows = score(test)
-    mach = machine_name(next(iter(steps.values())))
+    mach = machine_name(next(iter(steps.values())), "the project VM")
     lines = [
         "# The cost model, out of sample",
         "",
@@ -190,7 +184,7 @@ def main():
         rows16 = score(p16)
         if not rows16:
             continue
-        m16 = machine_name(next(iter(p16.values())))
+        m16 = machine_name(next(iter(p16.values())), "the project VM")
         same = m16 == mach
         where = (f"on {m16}, the CPU model of the runs the model was fitted on" if same else
                  f"on {m16}, another VM than the runs the model was fitted on, so its "

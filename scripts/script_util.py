@@ -1,5 +1,6 @@
-"""What the scripts share: the CPU's name as /proc/cpuinfo gives it, and matplotlib's
-pyplot (Agg, no display), or None with a message when python3-matplotlib is missing."""
+"""What the scripts share: the CPU's name as /proc/cpuinfo gives it, a run record's
+machine as text, and matplotlib's pyplot (Agg, no display), or None with a message
+when python3-matplotlib is missing."""
 
 import os
 
@@ -14,6 +15,15 @@ def cpu_name(default="unknown"):
     except OSError:
         pass
     return default
+
+
+def machine_name(record, default="?"):
+    """A run record's machine ({"cpu": ..., "cores": ...}, as the cluster scripts write
+    it) as "CPU, N cores"; a string is returned as it is."""
+    m = record.get("machine", default)
+    if isinstance(m, dict):
+        m = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores"
+    return m
 
 
 def cores():
