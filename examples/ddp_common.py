@@ -184,6 +184,8 @@ def add_common_args(ap):
 def check_common_args(ap, args):
     if args.no_overlap and args.hook != "adacomp":
         ap.error("--no-overlap applies to --hook adacomp only")
+    if args.local_optimizer and args.hook != "adacomp":
+        ap.error("--local-optimizer applies to --hook adacomp only")
     if args.resume and not args.checkpoint_dir:
         ap.error("--resume needs --checkpoint-dir")
     if args.resume and args.resume != "latest":
@@ -293,7 +295,8 @@ class Run:
     """One rank's training run of a task.
 
     The task (a model script's object) provides: name, total_steps(args),
-    build_model(args), make_optimizer(model, args) -> (optimizer, lr scheduler),
+    build_model(args), make_optimizer(model, args, total) -> (optimizer, lr factor of
+    the step, for LambdaLR),
     load_data(args), batch(step, rank, world, args) -> (inputs, targets) (a function of
     the step, so that the data position of a checkpoint is its step), loss(output,
     targets), evaluate(model, args, rank, world) -> {"loss": ..., ...} (summed over
@@ -332,8 +335,13 @@ class Run:
         if ckpt is not None:
             model.load_state_dict(ckpt["model"])
         ddp, cap = ddp_wrap(model, args)
-        hook = CommHook(ddp, model, args, self.world)
-        opt, sched = task.make_optimizer(model, args, total)
+        opt, lr_lambda = task.make_optimizer(model, args, total)
+        local = None
+        if args.local_optimizer:
+            import adacomp.torch as adt
+            local, opt = adt.split_optimizer(opt)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+        hook = CommHook(ddp, model, args, self.world, local)
         history = {"evals": [], "train": [], "wall_before_s": 0.0}
         step = 0
         if ckpt is not None:
@@ -411,7 +419,8 @@ class Run:
                     continue
                 t2 = time.perf_counter()
                 b1 = time.thread_time()
-                task.clip(model, args)
+                if local is None:  # a local optimizer's averaged step is not clipped
+                    task.clip(model, args)
                 lr = opt.param_groups[0]["lr"]
                 opt.step()
                 sched.step()
@@ -542,7 +551,8 @@ class Run:
                 "bin_size": a.bin_size, "bin_sizes": a.bin_sizes, "values": a.values,
                 "dense_types": list(a.dense_types), "powersgd_rank": a.powersgd_rank,
                 "powersgd_start_iter": a.powersgd_start_iter, "seed": a.seed,
-                "batch_size": a.batch_size, "steps_total": self.task.total_steps(a)}
+                "batch_size": a.batch_size, "steps_total": self.task.total_steps(a),
+                "local_optimizer": a.local_optimizer}
 
     def _load_checkpoint(self):
         args = self.args

@@ -141,7 +141,8 @@ class GptTask:
 
     def describe(self, args):
         return (f"AdamW lr {args.lr} (warm-up {self._warmup(args)} steps, cosine to "
-                f"{args.lr_floor:g} x), weight decay {args.weight_decay}, clip {args.clip}; "
+                f"{args.lr_floor:g} x), weight decay {args.weight_decay}, clip "
+                f"{'off (--local-optimizer)' if args.local_optimizer else args.clip}; "
                 f"{len(self.paths)} text files, {self.n_train:,} training bytes, "
                 f"{len(self.data) - self.n_train:,} held-out bytes (the last "
                 f"{100 * args.heldout_frac:g} %), eval on {self.eval_windows} windows of "
@@ -172,9 +173,7 @@ class GptTask:
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                  {"params": rest, "weight_decay": 0.0}],
                                 lr=args.lr, betas=(0.9, 0.95))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, ddp_common.WarmupCosine(self._warmup(args), total, args.lr_floor))
-        return opt, sched
+        return opt, ddp_common.WarmupCosine(self._warmup(args), total, args.lr_floor)
 
     def batch(self, step, rank, world, args):
         g = torch.Generator().manual_seed(args.seed * 1000003 + step)

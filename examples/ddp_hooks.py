@@ -85,6 +85,11 @@ def add_hook_args(ap):
     g.add_argument("--ramp-stages", type=int, default=4, help="adacomp hook: the ramp's stages")
     g.add_argument("--adapt-threshold", type=float, default=0.0,
                    help="adacomp hook: adaptive bin size threshold (0: off)")
+    g.add_argument("--local-optimizer", action="store_true",
+                   help="adacomp hook: every rank keeps the optimizer's moments (SGD's "
+                        "velocity, Adam's moments) of its own gradient and compresses the "
+                        "step; the average is applied by SGD without momentum "
+                        "(adacomp.torch.split_optimizer); no gradient clipping then")
 
 
 # ----- the hooks ----------------------------------------------------------------------------
@@ -93,7 +98,8 @@ def add_hook_args(ap):
 class CommHook:
     """The communication hook of a run, its byte counter and its checkpoint state."""
 
-    def __init__(self, ddp, model, args, world):
+    def __init__(self, ddp, model, args, world, local=None):
+        """local: the hook's local-optimizer settings (split_optimizer's kwargs)."""
         self.kind = args.hook
         self.state = None      # AdaCompState
         self.psgd = None       # PowerSGDState
@@ -112,6 +118,7 @@ class CommHook:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
+            kwargs.update(local or {})
             self.state = adt.register(ddp, **kwargs)
             self._time_the_hook()
             self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
@@ -127,6 +134,7 @@ class CommHook:
                              if args.ramp_steps else "")
                           + (f", adaptive {args.adapt_threshold:g}" if args.adapt_threshold
                              else "")
+                          + (f", local {local['local_optimizer']}" if local else "")
                           + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")

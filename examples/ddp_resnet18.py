@@ -156,9 +156,7 @@ class ResNetTask:
         opt = torch.optim.SGD([{"params": decay, "weight_decay": args.weight_decay},
                                {"params": rest, "weight_decay": 0.0}],
                               lr=args.lr, momentum=0.9)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, ddp_common.WarmupCosine(self._warmup(args), total))
-        return opt, sched
+        return opt, ddp_common.WarmupCosine(self._warmup(args), total)
 
     def batch(self, step, rank, world, args):
         spe = self.steps_per_epoch(args)

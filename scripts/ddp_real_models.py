@@ -94,10 +94,15 @@ HOOKS = {
     # A longer, lighter start: L_T 4 to the defaults over the first half (4 stages).
     "adacomp-ramp-half": ["--hook", "adacomp", "--ramp-start", "4", "--ramp-stages", "4",
                           "--ramp-steps", "{half}"],
+    # Each rank keeps the optimizer's moments of its own gradient and compresses the
+    # step (adacomp.torch.split_optimizer): SGD's velocity with masking, Adam's step.
+    "adacomp-local": ["--hook", "adacomp", "--local-optimizer"],
+    "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
+                           "--ramp-stages", "4", "--ramp-steps", "{third}"],
 }
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
-         "adacomp-ramp", "adacomp-ramp-half")
+         "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local")
 PROCS = 4
 
 

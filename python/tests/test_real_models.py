@@ -164,6 +164,16 @@ class RealModelCase:
             for kk, t in v.items():
                 if torch.is_tensor(t):
                     self.assertTrue(torch.equal(end["optimizer"]["state"][k][kk], t), (k, kk))
+        # A local optimizer's moments (in the hook's state) too.
+        local = ref["hook"]["adacomp"].get("local_optimizer")
+        self.assertEqual(local is not None, "--local-optimizer" in self.hook_args)
+        if local is not None:
+            self.assertEqual(end["hook"]["adacomp"]["local_optimizer"]["steps"], self.steps)
+            for part in ("first", "second"):
+                mine = end["hook"]["adacomp"]["local_optimizer"][part]
+                self.assertEqual(mine.keys(), local[part].keys())
+                for name, t in local[part].items():
+                    self.assertTrue(torch.equal(mine[name], t), (part, name))
 
 
 class ResNet18Test(RealModelCase, unittest.TestCase):
@@ -303,5 +313,20 @@ class GptTest(RealModelCase, unittest.TestCase):
         self.assertEqual(r["weights_digests"], w["weights_digests"])
 
 
+class ResNet18LocalOptimizerTest(RealModelCase, unittest.TestCase):
+    """The AdaComp hook with a local optimizer (SGD's velocity, masked) on ResNet-18."""
+    script = ResNet18Test.script
+    size_args = ResNet18Test.size_args
+    hook_args = ("--hook", "adacomp", "--local-optimizer")
+
+
+class GptLocalOptimizerTest(RealModelCase, unittest.TestCase):
+    """The AdaComp hook with a local optimizer (Adam's step) on the GPT."""
+    script = GptTest.script
+    size_args = GptTest.size_args
+    hook_args = ("--hook", "adacomp", "--local-optimizer")
+
+
 if __name__ == "__main__":
     unittest.main()
+

@@ -54,6 +54,7 @@ gradients and goes on, as if that batch had never been drawn
 #   errors     StepAborted, the failed value of a bucket's future, the failure messages
 #   stats      the byte and element counters and the stats() report
 #   schedule   the bin size per step: the ramp and the adaptive part
+#   local_optimizer  the optimizer's moments per rank before compression, split_optimizer
 #   step       one step's transaction (what rolling it back needs)
 #   bucket     one bucket's data: its parameters' slices, the float32 copy, the average
 #   transport  the messages of one bucket (header, tags, receive capacity, overflow)
@@ -68,10 +69,12 @@ from .ddp_hook import hook, register
 from .errors import StepAborted, _Failed  # noqa: F401 - _Failed: the tests read it
 from .liveness import Heartbeat
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, layer_types_of
+from .local_optimizer import split_optimizer
 from .state import AdaCompState
 
 # The public names keep the module they had (reprs, pickles: adacomp.torch.StepAborted).
-for _obj in (AdaCompState, StepAborted, Heartbeat, hook, register, layer_types_of):
+for _obj in (AdaCompState, StepAborted, Heartbeat, hook, register, layer_types_of,
+             split_optimizer):
     _obj.__module__ = __name__
 del _obj
 
@@ -82,6 +85,7 @@ __all__ = [
     "hook",
     "register",
     "layer_types_of",
+    "split_optimizer",
     "LAYER_TYPES",
     "DEFAULT_BIN_SIZES",
 ]

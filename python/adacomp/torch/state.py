@@ -13,6 +13,7 @@ from .. import CODECS, Compressor
 from .bucket import _average, _layout, _non_finite, _working_copy
 from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
+from .local_optimizer import _LocalOptimizer
 from .schedule import _Schedule
 from .stats import _Counters, _per_type, _report
 from .slices import _average_slices, _cut, _estimate, _second_phase
@@ -78,14 +79,21 @@ class AdaCompState:
             ``adacomp train --ramp-steps`` (docs/algorithm.md section 6): over the
             first ramp_steps steps L_T climbs from ramp_start to each tensor's
             bin size in ramp_stages geometric stages; 0 (default): fixed L_T.
+        local_optimizer, momentum, betas, eps, local_weight_decay: None (default), or
+            "sgd" / "adam": each rank keeps the optimizer's moments of its own gradient
+            and compresses the step they give; apply the averaged step with SGD of
+            momentum 0 (local_optimizer.py; ``split_optimizer`` makes both).
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
                  bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
                  dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
                  ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
-                 adapt_window=16, adapt_hold=32, adapt_bin_size=0):
+                 adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
+                 momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None):
         # The settings.
+        self._local = None if local_optimizer is None else _LocalOptimizer(
+            local_optimizer, momentum, betas, eps, local_weight_decay)
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
@@ -239,6 +247,7 @@ class AdaCompState:
                 "transport_bytes": self.transport_bytes,
                 "totals": {t: c.as_dict() for t, c in self._totals.items()},
                 "schedule": self._schedule.save(),
+                **({"local_optimizer": self._local.save()} if self._local is not None else {}),
             }
 
     def load_state_dict(self, state):
@@ -262,6 +271,11 @@ class AdaCompState:
                                      f"this state uses {e.compressor.codec!r}")
             sched = state.get("schedule")
             self._schedule.check(sched, len(self._by_name))
+            local = state.get("local_optimizer")
+            if self._local is not None:
+                self._local.check(local, {n: e.numel for n, e in self._by_name.items()})
+            elif local is not None:
+                raise ValueError("state_dict has a local optimizer, this state has none")
             # Validate the state bytes on scratch compressors so a failure changes nothing.
             for name, d in params.items():
                 e = self._by_name.get(name)
@@ -278,6 +292,8 @@ class AdaCompState:
                 else:
                     e.compressor.load_state_dict(d)
             self._schedule.load(sched)
+            if self._local is not None:
+                self._local.load(local)
             self._open = None  # a step in progress is superseded by the loaded state
             self.steps = int(state.get("steps", 0))
             self.buckets = int(state.get("buckets", 0))
@@ -408,6 +424,8 @@ class AdaCompState:
         self._step = _per_type()
         self.aborted_steps += 1
         step.restore()
+        if self._local is not None:
+            self._local.drop()
 
     def _drop_step(self):
         """Ends the open step unapplied (rolled back unless a failure did that already)."""
@@ -418,6 +436,8 @@ class AdaCompState:
     def _commit_step(self):
         self._open.discard()
         self._open = None
+        if self._local is not None:
+            self._local.commit()
         self._schedule.observe(self.steps, len(self._by_name))  # the applied step's norms
         self.steps += 1
         for t in LAYER_TYPES:
@@ -459,7 +479,8 @@ class AdaCompState:
             for e, off, n in ex.layout:
                 try:
                     self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
-                    frames.append(e.compressor.compress(arr[off:off + n]))
+                    frames.append(e.compressor.compress(arr[off:off + n]) if self._local is None
+                                  else self._local.compress(e, arr[off:off + n]))
                 except Exception as exc:
                     # A non-finite element in this parameter's slice: the message names it.
                     error = _non_finite(arr[off:off + n], [(e, 0, n)]) or type(exc)(

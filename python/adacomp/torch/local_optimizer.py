@@ -1,0 +1,223 @@
+"""The optimizer's moments kept on each rank, before compression
+(AdaCompState(local_optimizer=...)), the hook's form of ``adacomp train
+--local-optimizer`` (src/train/local_optimizer.h), and split_optimizer(), which turns
+a user's torch optimizer into the hook's settings plus the plain SGD that applies the
+averaged step.
+
+The hook's default compresses each rank's gradient and hands the average to the
+user's optimizer, whose momentum or Adam moments then see only what the exchange
+let through. With a local optimizer each rank runs the moments on its OWN gradient
+and compresses the step they give; the average of the steps is applied as it is
+(w -= lr x average, by torch.optim.SGD with momentum 0):
+
+  "sgd"   the velocity u = momentum u + (g + weight_decay w) is compressed (the
+          momentum correction of Deep Gradient Compression), with factor masking:
+          an element the compressor sent has its velocity zeroed, so momentum from
+          before the send does not push it again from the residue.
+  "adam"  the bias-corrected Adam step d = m_hat / (sqrt(v_hat) + eps) of this
+          rank's gradient is compressed; nothing is masked. AdamW's decoupled
+          weight decay stays with the SGD that applies the average (the same
+          update: w -= lr (d + weight_decay w)).
+
+An element was sent iff the residue after compression differs from the residue
+before it plus the step (every residue codec starts from G = R + step and keeps
+all of G for an unsent element). A codec without a residue ("dense") masks nothing.
+
+The moments of a step are prepared beside the current ones and take their place
+only when the hook commits the step, so a step rolled back (a NaN anywhere, a
+failed exchange) leaves them as they were.
+"""
+
+import torch
+
+KINDS = ("sgd", "adam")
+
+
+class _LocalOptimizer:
+    """Per-parameter moments (float32 tensors keyed by parameter name), the prepared
+    moments of the step in progress, and the count of committed steps."""
+
+    def __init__(self, kind, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=None):
+        if kind not in KINDS:
+            raise ValueError(f"local_optimizer: 'sgd' or 'adam', not {kind!r}")
+        self.kind = kind
+        self.momentum = float(momentum)
+        b1, b2 = (float(b) for b in betas)
+        self.betas = (b1, b2)
+        self.eps = float(eps)
+        if kind == "sgd" and not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), not {momentum}")
+        if kind == "adam" and not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0 and self.eps > 0):
+            raise ValueError(f"betas must be in [0, 1) and eps > 0, not {betas}, {eps}")
+        # id(parameter) -> the weight decay added to its gradient before the momentum
+        # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
+        self._decay = {}
+        for params, wd in (weight_decay or ()):
+            if kind != "sgd" and wd:
+                raise ValueError("weight_decay goes with local_optimizer 'sgd' (AdamW's "
+                                 "decay stays with the SGD that applies the step)")
+            for p in params:
+                self._decay[id(p)] = float(wd)
+        self.steps = 0
+        self._first = {}   # name -> velocity (sgd) or first moment (adam)
+        self._second = {}  # name -> second moment (adam)
+        self._next = {}    # name -> (first, second) prepared in the step in progress
+        self.masked = 0    # elements whose velocity a send zeroed (sgd), committed steps
+
+    @property
+    def masks(self):
+        return self.kind == "sgd"
+
+    def settings(self):
+        if self.kind == "sgd":
+            return {"kind": "sgd", "momentum": self.momentum}
+        return {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
+
+    def prepare(self, e, grad):
+        """The step this rank compresses for parameter entry ``e`` from its gradient
+        (a float32 numpy slice, not changed); its moments wait for commit()."""
+        g = torch.from_numpy(grad)
+        first = self._first.get(e.name)
+        if self.kind == "sgd":
+            wd = self._decay.get(id(e.param), 0.0)
+            if wd:
+                g = g + wd * e.param.detach().reshape(-1).float()
+            u = g.clone() if first is None else first.mul(self.momentum).add_(g)
+            self._next[e.name] = [u, None, 0]
+            return u.numpy()
+        b1, b2 = self.betas
+        if first is None:
+            m = g.mul(1.0 - b1)
+            v = g.mul(g).mul_(1.0 - b2)
+        else:
+            m = first.mul(b1).add_(g, alpha=1.0 - b1)
+            v = self._second[e.name].mul(b2).addcmul_(g, g, value=1.0 - b2)
+        t = self.steps + 1
+        denom = v.div(1.0 - b2 ** t).sqrt_().add_(self.eps)
+        d = m.div(1.0 - b1 ** t).div_(denom)
+        self._next[e.name] = [m, v, 0]
+        return d.numpy()
+
+    def compress(self, e, grad):
+        """e's frame of the step for this gradient (prepare, compress, mask)."""
+        step = self.prepare(e, grad)
+        before = e.compressor.residue if self.masks else None
+        frame = e.compressor.compress(step)
+        if before is not None:
+            self.mask(e, before, e.compressor.residue)
+        return frame
+
+    def mask(self, e, before, after):
+        """sgd: zeroes the prepared velocity of the elements the compressor sent (residue
+        ``after`` != ``before`` + velocity; numpy copies of the residue). Empty residues
+        mask nothing."""
+        if not self.masks or len(after) == 0:
+            return
+        entry = self._next[e.name]
+        u = entry[0]
+        sent = torch.from_numpy(after).ne(torch.from_numpy(before).add(u))
+        entry[2] = int(sent.sum())
+        u.masked_fill_(sent, 0.0)
+
+    def commit(self):
+        """The step was applied: its prepared moments become the moments."""
+        for name, (first, second, masked) in self._next.items():
+            self._first[name] = first
+            if second is not None:
+                self._second[name] = second
+            self.masked += masked
+        self._next = {}
+        self.steps += 1
+
+    def drop(self):
+        """The step was rolled back: its prepared moments are forgotten."""
+        self._next = {}
+
+    def save(self):
+        return {"settings": self.settings(), "steps": self.steps, "masked": self.masked,
+                "first": {n: t.clone() for n, t in self._first.items()},
+                "second": {n: t.clone() for n, t in self._second.items()}}
+
+    def check(self, saved, numel):
+        """Raises ValueError unless ``saved`` (a save(), or None) loads into this
+        optimizer for parameters of these sizes ({name: numel}); changes nothing."""
+        if saved is None:
+            raise ValueError(f"state_dict has no local optimizer, this state has one "
+                             f"({self.kind!r})")
+        kind = saved.get("settings", {}).get("kind")
+        if kind != self.kind:
+            raise ValueError(f"state_dict's local optimizer is {kind!r}, this state's is "
+                             f"{self.kind!r}")
+        for part in ("first", "second"):
+            for name, t in saved.get(part, {}).items():
+                if name not in numel:
+                    raise ValueError(f"state_dict's local optimizer has moments for "
+                                     f"parameter {name!r}, which the state does not have")
+                if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32
+                        or t.dim() != 1 or t.numel() != numel[name]):
+                    raise ValueError(f"state_dict's local optimizer: {part} moment of "
+                                     f"{name!r} is not {numel[name]} float32 elements")
+        if int(saved.get("steps", -1)) < 0:
+            raise ValueError("state_dict's local optimizer has no step count")
+
+    def load(self, saved):
+        self._first = {n: t.clone() for n, t in saved["first"].items()}
+        self._second = {n: t.clone() for n, t in saved["second"].items()}
+        self.steps = int(saved["steps"])
+        self.masked = int(saved.get("masked", 0))
+        self._next = {}
+
+
+def split_optimizer(optimizer):
+    """Turns a torch optimizer into a local optimizer for the hook and the optimizer
+    that applies the averaged step. Returns (kwargs for AdaCompState, torch.optim.SGD
+    over the same parameter groups with momentum 0).
+
+    SGD (momentum > 0, no Nesterov, no dampening): the hook keeps the velocity, with
+    each group's weight decay added to the gradient before it (as torch's SGD does);
+    the returned SGD has no weight decay. AdamW, or Adam without weight decay: the
+    hook keeps the moments (betas, eps), and the returned SGD applies each group's
+    decoupled weight decay. Every group must share momentum, or betas and eps. Call
+    it before making the learning-rate scheduler (make that on the returned SGD).
+    """
+    groups = optimizer.param_groups
+
+    def same(key):
+        values = {tuple(g[key]) if isinstance(g[key], (tuple, list)) else g[key]
+                  for g in groups}
+        if len(values) != 1:
+            raise ValueError(f"split_optimizer: every parameter group needs the same "
+                             f"{key}, not {sorted(values)}")
+        return values.pop()
+
+    def plain(keep_decay):
+        out = []
+        for g in groups:
+            d = {"params": list(g["params"]), "lr": g["lr"],
+                 "weight_decay": g["weight_decay"] if keep_decay else 0.0}
+            if "initial_lr" in g:
+                d["initial_lr"] = g["initial_lr"]
+            out.append(d)
+        return torch.optim.SGD(out, lr=groups[0]["lr"], momentum=0.0)
+
+    if isinstance(optimizer, torch.optim.SGD):
+        if same("nesterov") or same("dampening"):
+            raise ValueError("split_optimizer: SGD with Nesterov or dampening has no local "
+                             "form here")
+        momentum = same("momentum")
+        if momentum <= 0:
+            raise ValueError("split_optimizer: SGD without momentum has no moments to keep")
+        decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
+        return ({"local_optimizer": "sgd", "momentum": momentum,
+                 "local_weight_decay": decay}, plain(False))
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        if same("amsgrad"):
+            raise ValueError("split_optimizer: amsgrad has no local form here")
+        if not isinstance(optimizer, torch.optim.AdamW) and any(g["weight_decay"]
+                                                                for g in groups):
+            raise ValueError("split_optimizer: Adam's weight decay (an L2 term in the "
+                             "gradient) has no local form here; use AdamW")
+        return ({"local_optimizer": "adam", "betas": same("betas"), "eps": same("eps")},
+                plain(True))
+    raise ValueError(f"split_optimizer: {type(optimizer).__name__} has no local form "
+                     f"(SGD with momentum, Adam or AdamW)")

@@ -1,0 +1,265 @@
+"""The hook's local optimizer (AdaCompState(local_optimizer=...), split_optimizer), one
+process: against independent references, the velocity of "sgd" (with weight decay
+added before it) and the zeroing of exactly the elements the frame carried; Adam's
+step from float64 formulas; with the dense codec, the hook plus split_optimizer's SGD
+trains as torch's SGD with momentum and torch's AdamW do; a failed step leaves the
+moments as they were; a state_dict taken mid-run resumes bit for bit, and one that
+does not fit is refused before anything changes; split_optimizer's refusals.
+Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_local_optimizer
+"""
+
+import copy
+import unittest
+
+import numpy as np
+import torch
+
+import adacomp
+import adacomp.torch as adt
+from ddp_test_util import OneProcessGroupTest
+import test_ddp_hook as base  # its StepRollbackTest's model (Net) and buckets
+
+STEPS = 3
+NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "conv.bias")
+
+
+class LocalOptimizerTest(OneProcessGroupTest):
+    setUp = base.StepRollbackTest.setUp
+    bucket = base.StepRollbackTest.bucket
+
+    def run_step(self, st, s, nan=False):
+        """Both buckets of step s; {name: the averaged value the hook wrote}."""
+        out = {}
+        for k in (0, 1):
+            b = self.bucket(k, s, last=k == 1, nan=nan and k == 1)
+            try:
+                st.reduce_bucket(b)
+            except adt.StepAborted:
+                if not nan:
+                    raise
+                return None
+            for p, g in zip(b.parameters(), b.gradients()):
+                out[self.names[id(p)]] = g.reshape(-1).clone()
+        return out
+
+    def moments(self, st, part="first"):
+        return {n: t.clone() for n, t in st.state_dict()["local_optimizer"][part].items()}
+
+    def test_sgd_velocity_and_masking(self):
+        wd = 0.01
+        p = dict(self.model.named_parameters())
+        st = adt.AdaCompState(model=self.model, local_optimizer="sgd", momentum=0.9,
+                              local_weight_decay=[([p["fc1.weight"]], wd)])
+        ref = {n: adacomp.Compressor(p[n].numel(), bin_size=st._by_name[n].compressor.bin_size,
+                                     tensor_id=st._by_name[n].tensor_id) for n in NAMES}
+        u = {n: np.zeros(p[n].numel(), dtype=np.float32) for n in NAMES}
+        for s in range(STEPS):
+            got = self.run_step(st, s)
+            for n in NAMES:
+                g = self.grads[s][n].reshape(-1).numpy()
+                w = p[n].detach().reshape(-1).numpy()
+                step = np.empty_like(g)
+                for j in range(len(g)):  # a scalar loop: u = 0.9 u + (g + wd w)
+                    gj = np.float32(g[j] + np.float32(wd) * w[j]) if n == "fc1.weight" else g[j]
+                    step[j] = np.float32(np.float32(0.9) * u[n][j]) + gj
+                frame = ref[n].compress(step)
+                sent = np.zeros_like(step)
+                adacomp.decompress_add(frame, sent)
+                np.testing.assert_array_equal(got[n].numpy(), sent, err_msg=f"{n} step {s}")
+                # The elements the frame carries (non-zero after decoding) lose their velocity.
+                u[n] = np.where(sent != 0, np.float32(0), step)
+                if s > 0:
+                    self.assertTrue((sent != 0).any(), n)
+            vel = self.moments(st)
+            for n in NAMES:
+                np.testing.assert_array_equal(vel[n].numpy(), u[n], err_msg=f"{n} step {s}")
+        masked = st.state_dict()["local_optimizer"]["masked"]
+        self.assertGreater(masked, 0)
+
+    def test_adam_step_against_float64(self):
+        betas, eps = (0.8, 0.9), 1e-6
+        st = adt.AdaCompState(model=self.model, codec="dense", local_optimizer="adam",
+                              betas=betas, eps=eps)
+        m = {n: 0.0 for n in NAMES}
+        v = {n: 0.0 for n in NAMES}
+        for s in range(STEPS):
+            got = self.run_step(st, s)
+            for n in NAMES:
+                g = self.grads[s][n].reshape(-1).double()
+                m[n] = betas[0] * m[n] + (1 - betas[0]) * g
+                v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
+                d = (m[n] / (1 - betas[0] ** (s + 1))) / (
+                    (v[n] / (1 - betas[1] ** (s + 1))).sqrt() + eps)
+                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6)
+        self.assertEqual(st.state_dict()["local_optimizer"]["steps"], STEPS)
+
+    def train_through_hook(self, make_opt, codec="dense"):
+        """Trains a copy of the model STEPS steps on the fixed gradients through the hook
+        with split_optimizer, and the same with the torch optimizer itself; returns both
+        models' parameters."""
+        models = [copy.deepcopy(self.model) for _ in range(2)]
+        local, opt = adt.split_optimizer(make_opt(models[0]))
+        st = adt.AdaCompState(model=models[0], codec=codec, **local)
+        ref_opt = make_opt(models[1])
+        for s in range(STEPS):
+            names = dict(models[0].named_parameters())
+            for k, params in ((0, self.first), (1, self.second)):
+                own = [names[self.names[id(q)]] for q in params]
+                grads = [self.grads[s][self.names[id(q)]].clone() for q in params]
+                b = base.FakeBucket(k, own, grads, k == 1)
+                st.reduce_bucket(b)
+                for q, g in zip(own, b.gradients()):
+                    q.grad = g.clone()
+            opt.step()
+            for n, q in models[1].named_parameters():
+                q.grad = self.grads[s][n].clone()
+            ref_opt.step()
+        return [dict(m.named_parameters()) for m in models]
+
+    def test_sgd_trains_as_torch_sgd_with_momentum(self):
+        def make(model):
+            decay = [q for n, q in model.named_parameters() if n.endswith("weight")]
+            rest = [q for n, q in model.named_parameters() if n.endswith("bias")]
+            return torch.optim.SGD([{"params": decay, "weight_decay": 0.05},
+                                    {"params": rest, "weight_decay": 0.0}], lr=0.1, momentum=0.9)
+        ours, theirs = self.train_through_hook(make)
+        for n in NAMES:
+            torch.testing.assert_close(ours[n], theirs[n], rtol=1e-6, atol=1e-7, msg=n)
+
+    def test_adam_trains_as_torch_adamw(self):
+        def make(model):
+            return torch.optim.AdamW(model.parameters(), lr=0.01, betas=(0.9, 0.95),
+                                     weight_decay=0.1)
+        ours, theirs = self.train_through_hook(make)
+        for n in NAMES:
+            torch.testing.assert_close(ours[n], theirs[n], rtol=1e-5, atol=1e-6, msg=n)
+        # The compressed hook moves the weights too, away from their start.
+        moved, _ = self.train_through_hook(make, codec="adacomp")
+        self.assertFalse(torch.equal(moved["fc1.weight"], self.model.fc1.weight))
+
+    def test_failed_step_keeps_the_moments(self):
+        for kind in ("sgd", "adam"):
+            st = adt.AdaCompState(model=self.model, local_optimizer=kind)
+            self.run_step(st, 0)
+            before = (self.moments(st), st.state_dict()["local_optimizer"]["steps"])
+            self.assertIsNone(self.run_step(st, 1, nan=True))
+            after = (self.moments(st), st.state_dict()["local_optimizer"]["steps"])
+            self.assertEqual(before[1], after[1], kind)
+            for n in NAMES:
+                self.assertTrue(torch.equal(before[0][n], after[0][n]), (kind, n))
+            # The next step goes on as if the failed one had never been tried.
+            ref = adt.AdaCompState(model=self.model, local_optimizer=kind)
+            self.run_step(ref, 0)
+            a, b = self.run_step(st, 2), self.run_step(ref, 2)
+            for n in NAMES:
+                self.assertTrue(torch.equal(a[n], b[n]), (kind, n))
+
+    def test_resume_mid_run_is_bit_exact(self):
+        for kind in ("sgd", "adam"):
+            whole = adt.AdaCompState(model=self.model, local_optimizer=kind)
+            for s in range(2):
+                self.run_step(whole, s)
+            saved = copy.deepcopy(whole.state_dict())
+            last = self.run_step(whole, 2)
+            resumed = adt.AdaCompState(model=self.model, local_optimizer=kind)
+            resumed.load_state_dict(saved)
+            again = self.run_step(resumed, 2)
+            for n in NAMES:
+                self.assertTrue(torch.equal(last[n], again[n]), (kind, n))
+            for part in ("first", "second"):
+                a, b = self.moments(whole, part), self.moments(resumed, part)
+                self.assertEqual(set(a), set(b))
+                for n in a:
+                    self.assertTrue(torch.equal(a[n], b[n]), (kind, part, n))
+
+    def test_state_dict_that_does_not_fit_is_refused(self):
+        st = adt.AdaCompState(model=self.model, local_optimizer="sgd")
+        self.run_step(st, 0)
+        good = copy.deepcopy(st.state_dict())
+        plain = adt.AdaCompState(model=self.model)
+        self.run_step(plain, 0)
+        cases = {
+            "has no local optimizer": plain.state_dict(),
+            "is 'adam'": self._with(good, lambda d: d["local_optimizer"]["settings"].update(
+                kind="adam")),
+            "is not 72 float32": self._with(good, lambda d: d["local_optimizer"]["first"].update(
+                {"conv.weight": torch.zeros(71)})),
+            "does not have": self._with(good, lambda d: d["local_optimizer"]["first"].update(
+                {"nope": torch.zeros(3)})),
+        }
+        for words, bad in cases.items():
+            fresh = adt.AdaCompState(model=self.model, local_optimizer="sgd")
+            self.run_step(fresh, 1)
+            keep = copy.deepcopy(fresh.state_dict())
+            with self.assertRaisesRegex(ValueError, words):
+                fresh.load_state_dict(bad)
+            now = fresh.state_dict()
+            self.assertEqual(now["steps"], keep["steps"])
+            for n in NAMES:  # nothing changed: residues and moments as before
+                self.assertEqual(now["params"][n]["state"], keep["params"][n]["state"], n)
+                self.assertTrue(torch.equal(now["local_optimizer"]["first"][n],
+                                            keep["local_optimizer"]["first"][n]), n)
+        with self.assertRaisesRegex(ValueError, "has a local optimizer, this state has none"):
+            adt.AdaCompState(model=self.model).load_state_dict(good)
+
+    @staticmethod
+    def _with(state, change):
+        d = copy.deepcopy(state)
+        change(d)
+        return d
+
+
+class SplitOptimizerTest(unittest.TestCase):
+    def setUp(self):
+        self.model = base.Net()
+        self.w = [p for n, p in self.model.named_parameters() if n.endswith("weight")]
+        self.b = [p for n, p in self.model.named_parameters() if n.endswith("bias")]
+
+    def test_sgd(self):
+        opt = torch.optim.SGD([{"params": self.w, "weight_decay": 1e-4},
+                               {"params": self.b, "weight_decay": 0.0, "lr": 0.5}],
+                              lr=0.1, momentum=0.8)
+        local, plain = adt.split_optimizer(opt)
+        self.assertEqual(local["local_optimizer"], "sgd")
+        self.assertEqual(local["momentum"], 0.8)
+        self.assertEqual(local["local_weight_decay"], [(self.w, 1e-4)])
+        self.assertIsInstance(plain, torch.optim.SGD)
+        self.assertEqual([(g["lr"], g["momentum"], g["weight_decay"]) for g in plain.param_groups],
+                         [(0.1, 0.0, 0.0), (0.5, 0.0, 0.0)])
+
+    def test_adamw(self):
+        opt = torch.optim.AdamW([{"params": self.w, "weight_decay": 0.1},
+                                 {"params": self.b, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.95), eps=1e-7)
+        local, plain = adt.split_optimizer(opt)
+        self.assertEqual(local, {"local_optimizer": "adam", "betas": (0.9, 0.95), "eps": 1e-7})
+        self.assertEqual([(g["lr"], g["momentum"], g["weight_decay"]) for g in plain.param_groups],
+                         [(1e-3, 0.0, 0.1), (1e-3, 0.0, 0.0)])
+
+    def test_refusals(self):
+        p = list(self.model.parameters())
+        cases = {
+            "Nesterov": torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+            "without momentum": torch.optim.SGD(p, lr=0.1),
+            "same momentum": torch.optim.SGD([{"params": self.w, "momentum": 0.5},
+                                              {"params": self.b}], lr=0.1, momentum=0.9),
+            "use AdamW": torch.optim.Adam(p, lr=0.1, weight_decay=0.01),
+            "amsgrad": torch.optim.AdamW(p, lr=0.1, amsgrad=True),
+            "RMSprop has no local form": torch.optim.RMSprop(p, lr=0.1),
+        }
+        for words, opt in cases.items():
+            with self.assertRaisesRegex(ValueError, words):
+                adt.split_optimizer(opt)
+
+    def test_bad_settings(self):
+        for kwargs, words in (({"local_optimizer": "lion"}, "'sgd' or 'adam'"),
+                              ({"local_optimizer": "sgd", "momentum": 1.0}, r"\[0, 1\)"),
+                              ({"local_optimizer": "adam", "betas": (0.9, 1.5)}, "betas"),
+                              ({"local_optimizer": "adam",
+                                "local_weight_decay": [(self.w, 0.1)]}, "goes with")):
+            with self.assertRaisesRegex(ValueError, words):
+                adt.AdaCompState(model=self.model, **kwargs)
+
+
+if __name__ == "__main__":
+    unittest.main()
