@@ -8,13 +8,14 @@ import unittest
 import schedule_report as sr
 
 
-def run(codec, link, points, steps=1536):
-    """A run whose evaluations are (step, accuracy, training seconds)."""
+def run(codec, link, points, steps=1536, epochs=12):
+    """A run of `epochs` epochs whose evaluations are (step, accuracy, training seconds)."""
     return {"codec": codec, "link": link, "command": f"adacomp train {codec}",
             "summary": {"steps": steps, "test_accuracy": points[-1][1],
                         "wire_bytes_per_step_per_learner": {"sent": 1000.0},
                         "compression_rate": {"end_to_end": 100.0},
-                        "epoch_metrics": [{"step": s, "test_accuracy": a, "train_seconds": t}
+                        "epoch_metrics": [{"step": s, "test_accuracy": a, "train_seconds": t,
+                                           "epoch": min((s - 1) * epochs // steps, epochs - 1)}
                                           for s, a, t in points]}}
 
 
@@ -31,6 +32,15 @@ class ScheduleReportTest(unittest.TestCase):
         self.assertEqual(tg["after one epoch"], 0.80)
         self.assertEqual(tg["after half the schedule"], 0.85)
         self.assertAlmostEqual(tg["final minus 0.3 points"], 0.897)
+
+    def test_epochs_from_the_evaluations(self):
+        # 8 epochs of 100 steps: one epoch is step 100, half the schedule step 400.
+        # (A fixed 12 epochs would put them at steps 66 and 396.)
+        points = [(80, 0.55, 1.0), (100, 0.60, 2.0), (396, 0.74, 3.0), (400, 0.75, 4.0),
+                  (800, 0.88, 5.0)]
+        ref, tg = sr.targets({("dense", "1gbit"): run("dense", "1gbit", points, 800, 8)})
+        self.assertEqual(tg["after one epoch"], 0.60)
+        self.assertEqual(tg["after half the schedule"], 0.75)
 
     def test_fp16_ring_when_no_float32_one(self):
         runs = {("fp16", "100mbit"): run("fp16", "100mbit", DENSE)}
