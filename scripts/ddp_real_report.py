@@ -27,11 +27,14 @@ LABELS = {
     "adacomp-l500": "AdaComp, transformer L_T 500",
     "adacomp-ramp": "AdaComp, ramp L_T 8 -> default over a third",
     "adacomp-ramp-half": "AdaComp, ramp L_T 4 -> default over half",
+    "adacomp-local": "AdaComp, local optimizer",
+    "adacomp-ramp-local": "AdaComp, local optimizer and ramp",
+    "adacomp-fp16v": "AdaComp, fp16 values",
 }
 HOOKS = tuple(LABELS)
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
-                          "tab:red")))
+                          "tab:red", "gold", "navy")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.

@@ -265,6 +265,15 @@ Status DecodeAverageMessages(std::span<const std::span<const uint8_t>> messages,
                              std::span<FrameInfo> infos = {}, const DecodeOptions& options = {},
                              MessageError* error = nullptr);
 
+// Validates the frame at bytes[0] completely, then writes 0 into dst at
+// every element the frame gives a non-zero value (dst.size() must equal the
+// frame's element count): a sparse frame's selected elements, a dense or
+// onebit frame's non-zero ones. What the hook's local optimizer masks
+// (python/adacomp/torch/local_optimizer.py). *zeroed (optional) receives
+// their number; on any error dst is untouched.
+Status ZeroWhereCarried(std::span<const uint8_t> bytes, std::span<float> dst,
+                        uint64_t* zeroed = nullptr, const DecodeOptions& options = {});
+
 // Index of the first non-finite value in `values`, or nullopt if all are finite.
 std::optional<size_t> FindNonFinite(std::span<const float> values);
 

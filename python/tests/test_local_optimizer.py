@@ -62,9 +62,12 @@ class LocalOptimizerTest(OneProcessGroupTest):
                 for j in range(len(g)):  # a scalar loop: u = 0.9 u + (g + wd w)
                     gj = np.float32(g[j] + np.float32(wd) * w[j]) if n == "fc1.weight" else g[j]
                     step[j] = np.float32(np.float32(0.9) * u[n][j]) + gj
+                before = ref[n].residue
                 frame = ref[n].compress(step)
                 sent = np.zeros_like(step)
                 adacomp.decompress_add(frame, sent)
+                # What the frame carries is what changed the residue (the trainer's test).
+                np.testing.assert_array_equal(sent != 0, ref[n].residue != before + step)
                 np.testing.assert_array_equal(got[n].numpy(), sent, err_msg=f"{n} step {s}")
                 # The elements the frame carries (non-zero after decoding) lose their velocity.
                 u[n] = np.where(sent != 0, np.float32(0), step)

@@ -394,4 +394,34 @@ Status DecodeAverageMessages(std::span<const std::span<const uint8_t>> messages,
   return Status::OK();
 }
 
+Status ZeroWhereCarried(std::span<const uint8_t> bytes, std::span<float> dst, uint64_t* zeroed,
+                        const DecodeOptions& options) {
+  thread_local Slot slot;
+  Ready r;
+  ADACOMP_RETURN_IF_ERROR(Prepare(bytes, dst.size(), options, slot, nullptr, &r));
+  uint64_t count = 0;
+  if (r.kind == Ready::Kind::kEntries) {
+    // A sparse frame: its entries only, never a pass over dst.
+    for (size_t j = 0; j < r.count; ++j) {
+      if (r.entries[j].value != 0.0f) {
+        dst[r.entries[j].index] = 0.0f;
+        ++count;
+      }
+    }
+  } else {
+    // Every element has a value: decode them (from -0, which adds as nothing), then test.
+    std::vector<float> values(dst.size(), -0.0f);
+    size_t cursor = 0;
+    AddRange(r, values.data(), 0, values.size(), &cursor);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] != 0.0f) {
+        dst[i] = 0.0f;
+        ++count;
+      }
+    }
+  }
+  if (zeroed) *zeroed = count;
+  return Status::OK();
+}
+
 }  // namespace adacomp

@@ -537,3 +537,63 @@ TEST(DecodeAverageMessagesTest, ArgumentsAreChecked) {
 
 }  // namespace
 }  // namespace adacomp
+
+namespace adacomp {
+namespace {
+
+// ZeroWhereCarried zeroes exactly the elements a scalar test of the decoded
+// frame finds non-zero, for every codec (sparse frames by their entries, the
+// others by their values), and changes nothing on a bad frame.
+TEST(ZeroWhereCarriedTest, ZeroesExactlyTheNonZeroDecodedElements) {
+  const std::vector<CodecConfig> all = {Config(Codec::kDense),
+                                        Config(Codec::kAdaComp, ValueMode::kTernary, 500),
+                                        Config(Codec::kAdaComp, ValueMode::kFp16),
+                                        Config(Codec::kTopK),
+                                        Config(Codec::kThreshold),
+                                        Config(Codec::kOneBit),
+                                        Config(Codec::kTernGrad)};
+  for (uint64_t n : {13ull, 8192ull + 5}) {
+    for (const auto& c : all) {
+      const std::vector<uint8_t> frame = MakeFrames({c}, n, 5)[0];
+      std::vector<float> decoded(n, 0.0f);
+      ASSERT_TRUE(DecodeAccumulate(frame, decoded).ok());
+      std::vector<float> dst(n);
+      for (uint64_t i = 0; i < n; ++i) dst[i] = 1.0f + static_cast<float>(i);
+      uint64_t zeroed = 0;
+      ASSERT_TRUE(ZeroWhereCarried(frame, dst, &zeroed).ok()) << CodecName(c.codec);
+      uint64_t expect = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        const bool carried = decoded[i] != 0.0f;
+        expect += carried ? 1 : 0;
+        EXPECT_EQ(dst[i], carried ? 0.0f : 1.0f + static_cast<float>(i))
+            << CodecName(c.codec) << " element " << i;
+      }
+      EXPECT_EQ(zeroed, expect) << CodecName(c.codec);
+      if (c.codec != Codec::kTernGrad) {
+        EXPECT_GT(expect, 0u) << CodecName(c.codec);
+      }
+      if (c.codec == Codec::kAdaComp || c.codec == Codec::kTopK) {
+        EXPECT_LT(expect, n) << CodecName(c.codec);  // sparse: some elements kept
+      }
+    }
+  }
+}
+
+TEST(ZeroWhereCarriedTest, BadFramesLeaveDestinationUntouched) {
+  const uint64_t n = 4096;
+  std::vector<uint8_t> frame =
+      MakeFrames({Config(Codec::kAdaComp, ValueMode::kTernary, 500)}, n, 9)[0];
+  const std::vector<float> ones(n, 1.0f);
+  std::vector<float> dst = ones;
+  std::vector<float> small(n - 1, 1.0f);
+  EXPECT_FALSE(ZeroWhereCarried(frame, small).ok());  // wrong size
+  std::vector<uint8_t> bad = frame;
+  bad[bad.size() - 1] ^= 0x40;  // checksum no longer matches
+  EXPECT_FALSE(ZeroWhereCarried(bad, dst).ok());
+  EXPECT_FALSE(ZeroWhereCarried(std::span<const uint8_t>(frame).first(frame.size() - 3), dst).ok());
+  EXPECT_EQ(dst, ones);
+  EXPECT_EQ(small, std::vector<float>(n - 1, 1.0f));
+}
+
+}  // namespace
+}  // namespace adacomp

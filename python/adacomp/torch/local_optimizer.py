@@ -19,9 +19,10 @@ and compresses the step they give; the average of the steps is applied as it is
           weight decay stays with the SGD that applies the average (the same
           update: w -= lr (d + weight_decay w)).
 
-An element was sent iff the residue after compression differs from the residue
-before it plus the step (every residue codec starts from G = R + step and keeps
-all of G for an unsent element). A codec without a residue ("dense") masks nothing.
+The elements masked are those the frame carries with a non-zero value
+(adacomp._adacomp._zero_where_carried, C++: a sparse frame's entries, never a pass
+over the tensor): the ones whose residue the send changed, R + step minus the
+value sent. A codec without a residue ("dense", "terngrad") masks nothing.
 
 The moments of a step are prepared beside the current ones and take their place
 only when the hook commits the step, so a step rolled back (a NaN anywhere, a
@@ -29,6 +30,8 @@ failed exchange) leaves them as they were.
 """
 
 import torch
+
+from .. import _adacomp
 
 KINDS = ("sgd", "adam")
 
@@ -62,6 +65,7 @@ class _LocalOptimizer:
         self._first = {}   # name -> velocity (sgd) or first moment (adam)
         self._second = {}  # name -> second moment (adam)
         self._next = {}    # name -> (first, second) prepared in the step in progress
+        self._residue_kept = {}  # name -> whether its compressor keeps a residue
         self.masked = 0    # elements whose velocity a send zeroed (sgd), committed steps
 
     @property
@@ -101,23 +105,18 @@ class _LocalOptimizer:
     def compress(self, e, grad):
         """e's frame of the step for this gradient (prepare, compress, mask)."""
         step = self.prepare(e, grad)
-        before = e.compressor.residue if self.masks else None
         frame = e.compressor.compress(step)
-        if before is not None:
-            self.mask(e, before, e.compressor.residue)
+        if self.masks and self._has_residue(e):
+            entry = self._next[e.name]
+            entry[2] = _adacomp._zero_where_carried(frame, step)  # step: u's numpy view
         return frame
 
-    def mask(self, e, before, after):
-        """sgd: zeroes the prepared velocity of the elements the compressor sent (residue
-        ``after`` != ``before`` + velocity; numpy copies of the residue). Empty residues
-        mask nothing."""
-        if not self.masks or len(after) == 0:
-            return
-        entry = self._next[e.name]
-        u = entry[0]
-        sent = torch.from_numpy(after).ne(torch.from_numpy(before).add(u))
-        entry[2] = int(sent.sum())
-        u.masked_fill_(sent, 0.0)
+    def _has_residue(self, e):
+        """Whether e's codec keeps a residue (a codec without one masks nothing)."""
+        has = self._residue_kept.get(e.name)
+        if has is None:
+            has = self._residue_kept[e.name] = len(e.compressor.residue) > 0
+        return has
 
     def commit(self):
         """The step was applied: its prepared moments become the moments."""
