@@ -12,6 +12,8 @@ end, for seeds 1, 2, 3:
   adapt     the default with the adaptive bin size (--adapt-threshold 0.5)
   local-fc  the default with momentum correction on the fc weights
             (--local-optimizer-types fc)
+  local     the default with momentum correction on every tensor
+            (--local-optimizer)
 
 From the summaries (results/early_lag/<model>/<config>-s<seed>.json) it
 writes docs/early-lag.md and docs/img/early_lag_<model>.png:
@@ -68,6 +70,8 @@ CONFIGS = [
      "AdaComp, ramp L_T 16 -> target over 64 steps, 2 stages"),
     ("local-fc", ["--local-optimizer-types", "fc"],
      "AdaComp, momentum correction on the fc weights (--local-optimizer-types fc)"),
+    ("local", ["--local-optimizer"],
+     "AdaComp, momentum correction on every tensor (--local-optimizer)"),
 ]
 FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8}
 

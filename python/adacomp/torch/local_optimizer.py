@@ -66,6 +66,8 @@ class _LocalOptimizer:
         self._second = {}  # name -> second moment (adam)
         self._next = {}    # name -> (first, second) prepared in the step in progress
         self._residue_kept = {}  # name -> whether its compressor keeps a residue
+        self._spare = {}   # name -> [first, second] buffers free for its next moments
+        self._scratches = [torch.empty(0), torch.empty(0)]
         self.masked = 0    # elements whose velocity a send zeroed (sgd), committed steps
 
     @property
@@ -79,14 +81,21 @@ class _LocalOptimizer:
 
     def prepare(self, e, grad):
         """The step this rank compresses for parameter entry ``e`` from its gradient
-        (a float32 numpy slice, not changed); its moments wait for commit()."""
+        (a float32 numpy slice, not changed); its moments wait for commit(). The
+        moments of the step are written into the buffers the step before last left
+        (_spare), and the temporaries into scratch shared by every parameter (the step
+        is compressed before the next parameter's), so no step allocates."""
         g = torch.from_numpy(grad)
+        n = g.numel()
         first = self._first.get(e.name)
         if self.kind == "sgd":
             wd = self._decay.get(id(e.param), 0.0)
-            if wd:
-                g = g + wd * e.param.detach().reshape(-1).float()
-            u = g.clone() if first is None else first.mul(self.momentum).add_(g)
+            if wd:  # g + wd w, in scratch
+                g = torch.mul(e.param.detach().reshape(-1), wd, out=self._scratch(0, n)).add_(g)
+            if first is None:
+                u = g.clone()
+            else:
+                u = torch.mul(first, self.momentum, out=self._buffer(e.name, 0, n)).add_(g)
             self._next[e.name] = [u, None, 0]
             return u.numpy()
         b1, b2 = self.betas
@@ -94,13 +103,29 @@ class _LocalOptimizer:
             m = g.mul(1.0 - b1)
             v = g.mul(g).mul_(1.0 - b2)
         else:
-            m = first.mul(b1).add_(g, alpha=1.0 - b1)
-            v = self._second[e.name].mul(b2).addcmul_(g, g, value=1.0 - b2)
+            m = torch.mul(first, b1, out=self._buffer(e.name, 0, n)).add_(g, alpha=1.0 - b1)
+            v = torch.mul(self._second[e.name], b2, out=self._buffer(e.name, 1, n)).addcmul_(
+                g, g, value=1.0 - b2)
         t = self.steps + 1
-        denom = v.div(1.0 - b2 ** t).sqrt_().add_(self.eps)
-        d = m.div(1.0 - b1 ** t).div_(denom)
+        denom = torch.div(v, 1.0 - b2 ** t, out=self._scratch(0, n)).sqrt_().add_(self.eps)
+        d = torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
         self._next[e.name] = [m, v, 0]
         return d.numpy()
+
+    def _buffer(self, name, k, n):
+        """A float32 buffer of n elements for the name's next moment k: the one its
+        moment k held before the last commit, if any."""
+        spare = self._spare.get(name)
+        if spare is not None and spare[k] is not None:
+            buf, spare[k] = spare[k], None
+            return buf
+        return torch.empty(n, dtype=torch.float32)
+
+    def _scratch(self, k, n):
+        """The first n elements of shared scratch buffer k (grown as needed)."""
+        if self._scratches[k].numel() < n:
+            self._scratches[k] = torch.empty(n, dtype=torch.float32)
+        return self._scratches[k][:n]
 
     def compress(self, e, grad):
         """e's frame of the step for this gradient (prepare, compress, mask)."""
@@ -119,8 +144,10 @@ class _LocalOptimizer:
         return has
 
     def commit(self):
-        """The step was applied: its prepared moments become the moments."""
+        """The step was applied: its prepared moments become the moments (and the
+        moments they replace the buffers of the next step's)."""
         for name, (first, second, masked) in self._next.items():
+            self._spare[name] = [self._first.get(name), self._second.get(name)]
             self._first[name] = first
             if second is not None:
                 self._second[name] = second
@@ -129,7 +156,10 @@ class _LocalOptimizer:
         self.steps += 1
 
     def drop(self):
-        """The step was rolled back: its prepared moments are forgotten."""
+        """The step was rolled back: its prepared moments are forgotten (their
+        buffers serve the next try)."""
+        for name, (first, second, _) in self._next.items():
+            self._spare[name] = [first, second]
         self._next = {}
 
     def save(self):
@@ -165,6 +195,7 @@ class _LocalOptimizer:
         self.steps = int(saved["steps"])
         self.masked = int(saved.get("masked", 0))
         self._next = {}
+        self._spare = {}
 
 
 def split_optimizer(optimizer):
