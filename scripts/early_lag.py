@@ -163,7 +163,17 @@ def report(model, seeds, full_epochs):
     default_bytes = statistics.mean(s["bytes_sent"] / s["steps"]
                                     for s in runs["adacomp"])
     n_epochs = int(min(s["epochs"] for r in runs.values() for s in r))
-    first = runs["dense"][0]["early_lag"]
+    # Every machine the runs were made on, with their dates, and which runs were where
+    # when there were several.
+    where = {}
+    for name, rs in runs.items():
+        for s in rs:
+            key = (s["early_lag"]["machine"], s["early_lag"]["date"])
+            where.setdefault(key, [])
+            if name not in where[key]:
+                where[key].append(name)
+    measured = "; ".join(f"{m} ({d})" + (f": {', '.join(names)}" if len(where) > 1 else "")
+                         for (m, d), names in sorted(where.items(), key=lambda kv: kv[0][1]))
     lines = [
         f"# The early lag: {model}",
         "",
@@ -174,7 +184,7 @@ def report(model, seeds, full_epochs):
         f"batch 128, {n_epochs} epochs ({per} steps each) at the default "
         "learning rate, every run scored on all 10,000 test images every 16 "
         f"steps and at each epoch end; seeds {', '.join(map(str, seeds))}. "
-        f"Measured on {first['machine']} ({first['date']}).",
+        f"Measured on {measured}.",
         "",
         f"Target: dense's test accuracy after one epoch, mean over seeds: "
         f"**{100 * target:.2f}%**. Steps to it: the first evaluation at or "
