@@ -55,7 +55,6 @@ MODELS = {
         # The speed runs' evaluations are cut to a token size (only the steps count).
         "speed_args": ["--eval-images", "256"],
         "metric": "accuracy",
-        "lr": 0.05,  # the example's default --lr
     },
     "gpt": {
         "script": "ddp_gpt.py",
@@ -64,7 +63,6 @@ MODELS = {
                  "--eval-windows", "64", "--log-every", "10"],
         "speed_args": ["--eval-windows", "8"],
         "metric": "loss",
-        "lr": 1e-3,
     },
 }
 # The same ResNet-18 run twice as long: does the gap to no hook shrink with the
@@ -101,26 +99,21 @@ HOOKS = {
     "adacomp-local": ["--hook", "adacomp", "--local-optimizer"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
-    # The local optimizer at twice the learning rate (the GPT's 2e-3; the trainer's
-    # local Adam on char-lstm wanted twice the lr too, docs/results.md).
-    "adacomp-local-lr2": ["--hook", "adacomp", "--local-optimizer", "--lr", "{lr2}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).
     "adacomp-fp16v": ["--hook", "adacomp", "--values", "fp16"],
 }
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
-         "adacomp-fp16v", "adacomp-local-lr2")
+         "adacomp-fp16v")
 PROCS = 4
 
 
 def hook_args(hook, model):
-    """The example's options for `hook` on `model` ({third}, {half}: that part of its steps;
-    {lr2}: twice its learning rate)."""
+    """The example's options for `hook` on `model` ({third}, {half}: that part of its steps)."""
     steps = int(MODELS[model]["args"][MODELS[model]["args"].index("--steps") + 1])
-    lr = float(MODELS[model]["lr"])
     return [a.replace("{third}", str(steps // 3)).replace("{half}", str(steps // 2))
-            .replace("{lr2}", f"{2 * lr:g}") for a in HOOKS[hook]]
+            for a in HOOKS[hook]]
 
 
 def machine():

@@ -262,6 +262,8 @@ class SplitOptimizerTest(unittest.TestCase):
                                 "local_weight_decay": [(self.w, 0.1)]}, "goes with")):
             with self.assertRaisesRegex(ValueError, words):
                 adt.AdaCompState(model=self.model, **kwargs)
+        with self.assertRaisesRegex(ValueError, "needs model="):
+            adt.AdaCompState(local_optimizer="sgd")
 
 
 if __name__ == "__main__":

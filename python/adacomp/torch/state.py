@@ -92,6 +92,8 @@ class AdaCompState:
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
                  momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None):
         # The settings.
+        if local_optimizer is not None and model is None:
+            raise ValueError("local_optimizer needs model= (the moments are kept by name)")
         self._local = None if local_optimizer is None else _LocalOptimizer(
             local_optimizer, momentum, betas, eps, local_weight_decay)
         if codec not in CODECS:
