@@ -434,6 +434,7 @@ PYBIND11_MODULE(_adacomp, m) {
   static py::exception<std::runtime_error> frame_error(m, "FrameError", PyExc_ValueError);
   adacomp::g_frame_error = frame_error.ptr();
   adacomp::AddSliceBindings(m);
+  adacomp::AddLocalStepBindings(m);
 
   py::class_<PyCompressor> compressor(m, "Compressor");
   compressor

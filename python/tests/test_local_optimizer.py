@@ -265,6 +265,25 @@ class SplitOptimizerTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "needs model="):
             adt.AdaCompState(local_optimizer="sgd")
 
+    def test_momentum_step_kernel(self):
+        """The one-pass SGD step against numpy's operations, and its checks."""
+        rng = np.random.default_rng(3)
+        u, g, w = (rng.standard_normal(1001).astype(np.float32) for _ in range(3))
+        out = np.empty_like(g)
+        step = adt._adacomp._momentum_step
+        step(u, g, w, 0.9, 5e-4, out)
+        want = np.float32(0.9) * u + (np.float32(5e-4) * w + g)
+        np.testing.assert_array_equal(out, want)
+        step(None, g, None, 0.9, 0.0, out)
+        np.testing.assert_array_equal(out, g)
+        for args, words in (((u[:5], g, None), "first has 5 elements"),
+                            ((None, g, w[:7]), "param has 7 elements"),
+                            ((u.astype(np.float64), g, None), "float32")):
+            with self.assertRaisesRegex(ValueError, words):
+                step(*args, 0.9, 0.0, out)
+        with self.assertRaisesRegex(ValueError, "out has 3 elements"):
+            step(u, g, None, 0.9, 0.0, np.empty(3, np.float32))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -89,13 +89,13 @@ class _LocalOptimizer:
         n = g.numel()
         first = self._first.get(e.name)
         if self.kind == "sgd":
+            # u = momentum first + (g + wd w), in one pass (C++, the same roundings as
+            # torch.mul(w, wd).add_(g) and torch.mul(first, momentum).add_(...)).
             wd = self._decay.get(id(e.param), 0.0)
-            if wd:  # g + wd w, in scratch
-                g = torch.mul(e.param.detach().reshape(-1), wd, out=self._scratch(0, n)).add_(g)
-            if first is None:
-                u = g.clone()
-            else:
-                u = torch.mul(first, self.momentum, out=self._buffer(e.name, 0, n)).add_(g)
+            w = e.param.detach().reshape(-1).numpy() if wd else None
+            u = self._buffer(e.name, 0, n)
+            _adacomp._momentum_step(None if first is None else first.numpy(), grad, w,
+                                    self.momentum, wd, u.numpy())
             self._next[e.name] = [u, None, 0]
             return u.numpy()
         b1, b2 = self.betas
