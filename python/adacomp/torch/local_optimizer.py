@@ -92,7 +92,7 @@ class _LocalOptimizer:
             # u = momentum first + (g + wd w), in one pass (C++, the same roundings as
             # torch.mul(w, wd).add_(g) and torch.mul(first, momentum).add_(...)).
             wd = self._decay.get(id(e.param), 0.0)
-            w = e.param.detach().reshape(-1).numpy() if wd else None
+            w = e.param.detach().reshape(-1).float().numpy() if wd else None
             u = self._buffer(e.name, 0, n)
             _adacomp._momentum_step(None if first is None else first.numpy(), grad, w,
                                     self.momentum, wd, u.numpy())
