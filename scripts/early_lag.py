@@ -168,10 +168,9 @@ def report(model, seeds, full_epochs):
     where = {}
     for name, rs in runs.items():
         for s in rs:
-            key = (s["early_lag"]["machine"], s["early_lag"]["date"])
-            where.setdefault(key, [])
-            if name not in where[key]:
-                where[key].append(name)
+            names = where.setdefault((s["early_lag"]["machine"], s["early_lag"]["date"]), [])
+            if name not in names:
+                names.append(name)
     measured = "; ".join(f"{m} ({d})" + (f": {', '.join(names)}" if len(where) > 1 else "")
                          for (m, d), names in sorted(where.items(), key=lambda kv: kv[0][1]))
     lines = [

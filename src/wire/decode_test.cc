@@ -2,7 +2,8 @@
 // and DecodeAverageAll (several frames of one tensor
 // into one buffer, in blocks, on 1-3 threads) against DecodeAccumulate called
 // frame after frame (and a scalar division), bit for bit; and their
-// all-or-nothing behaviour on bad frames.
+// all-or-nothing behaviour on bad frames; ZeroWhereCarried against the
+// decoded frame.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -534,12 +535,6 @@ TEST(DecodeAverageMessagesTest, ArgumentsAreChecked) {
   std::vector<std::vector<uint8_t>> none(2);
   EXPECT_TRUE(DecodeAverageMessages(Spans(none), {}).ok());
 }
-
-}  // namespace
-}  // namespace adacomp
-
-namespace adacomp {
-namespace {
 
 // ZeroWhereCarried zeroes exactly the elements a scalar test of the decoded
 // frame finds non-zero, for every codec (sparse frames by their entries, the
