@@ -8,6 +8,7 @@ API of the adacomp package.
 """
 
 import datetime
+import faulthandler
 import gzip
 import hashlib
 import json
@@ -230,6 +231,8 @@ def launch(task, args):
 
 
 def _worker(rank, task, args, from_env):
+    # A rank that aborts prints every thread's Python stack (stderr).
+    faulthandler.enable(all_threads=True)
     timeout = datetime.timedelta(seconds=args.timeout_s)
     if from_env:
         dist.init_process_group("gloo", init_method="env://", timeout=timeout)
@@ -270,6 +273,20 @@ def _worker(rank, task, args, from_env):
     # Every rank gets here before any tears its group down (python/README.md).
     dist.barrier()
     dist.destroy_process_group()
+    end_rank()
+
+
+def end_rank():
+    """Ends this rank's process, its work done and its group torn down, without
+    finalizing the interpreter (python/README.md, "Ending a script"): a Gloo worker
+    thread of torch 1.13 may still hold the last reference to a tensor of a finished
+    collective, and if it drops it while the interpreter shuts down it must take the
+    GIL, which ends it inside a C++ destructor and aborts the process (SIGABRT,
+    "terminate called without an active exception") after all of its work. The
+    output is flushed first; every file the run writes is closed by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _first_line(exc):

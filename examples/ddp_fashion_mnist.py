@@ -60,8 +60,8 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The helpers the examples share; test_bad_calls checks bin_sizes and that
 # LAYER_TYPES, the types it accepts, are the hook's.
-from ddp_common import (LAYER_TYPES, bin_sizes, env_rank, link_bytes, mean,  # noqa: E402,F401
-                        median, read_idx)
+from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
+                        mean, median, read_idx)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -399,6 +399,7 @@ def worker(rank, args):
     # Both ranks reach here before either tears its group down (python/README.md).
     dist.barrier()
     dist.destroy_process_group()
+    end_rank()
 
 
 def epoch_list(text):
