@@ -8,6 +8,7 @@ step and (AdaComp) compression rate.
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --no-hook
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --hook powersgd --powersgd-rank 2
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --epochs 8 --lr-decay-epochs 4,6
+    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --local-optimizer --early-eval-every 16
     PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/ddp_fashion_mnist.py --max-steps 20
 
 Without RANK/WORLD_SIZE/MASTER_ADDR in the environment it spawns --procs
@@ -38,6 +39,13 @@ tensors + P + Q). A ring all-reduce of B bytes sends 2(P-1)/P x B per rank
 (B for 2 ranks). Where the interface is known (CLUSTER_IFACE, set by
 scripts/cluster.sh run --each) the link bytes each host sent and received over
 the timed steps are read from /sys/class/net and reported too.
+
+--local-optimizer keeps SGD's momentum on each rank, before compression
+(adacomp.torch.split_optimizer: the hook compresses each rank's velocity and
+an SGD without momentum applies the average); --ramp-steps starts the bin
+sizes at --ramp-start and ramps them to their values; --early-eval-every N
+scores all 10,000 test images every N steps of the first epoch as well as at
+each epoch's end ("evals" in the summary), to see how soon a run gets where.
 
 End a DDP process as this one does: dist.barrier() and then
 dist.destroy_process_group(), so that no rank tears its process group down
@@ -113,7 +121,8 @@ def evaluate(model, x, y, rank, world):
 class Hook:
     """The communication hook in use and how its bytes per step are known."""
 
-    def __init__(self, ddp, model, args, world):
+    def __init__(self, ddp, model, args, world, local=None):
+        """local: the hook's local-optimizer settings (split_optimizer's kwargs)."""
         self.kind = args.hook
         self.state = None       # AdaCompState
         self.psgd = None        # PowerSGDState
@@ -121,11 +130,14 @@ class Hook:
         ring = 2 * (world - 1) / world
         if self.kind == "adacomp":
             import adacomp.torch as adt
-            kwargs = {"codec": args.codec, "overlap": not args.no_overlap}
+            kwargs = {"codec": args.codec, "overlap": not args.no_overlap,
+                      "ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
+                      "ramp_stages": args.ramp_stages}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
+            kwargs.update(local or {})
             self.state = adt.register(ddp, **kwargs)
             # Wall time the hook takes on the calling thread (the autograd thread), summed
             # over a step's buckets: all of compress + exchange + decode without overlap,
@@ -142,7 +154,10 @@ class Hook:
             self.state.exchange_bucket = timed_exchange
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
-            self.title = f"AdaComp hook (codec {args.codec}, {mode})"
+            self.title = (f"AdaComp hook (codec {args.codec}, {mode}"
+                          + (f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
+                             if args.ramp_steps else "")
+                          + (f", local {local['local_optimizer']}" if local else "") + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":
@@ -217,9 +232,14 @@ def worker(rank, args):
         dist._DEFAULT_FIRST_BUCKET_BYTES = min(dist._DEFAULT_FIRST_BUCKET_BYTES,
                                                int(args.bucket_cap_mb * 1024 * 1024))
     ddp = nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
-    hook = Hook(ddp, model, args, world)
-    state = hook.state
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    local = None
+    if args.local_optimizer:
+        import adacomp.torch as adt
+        # The momentum moves into the hook; opt becomes SGD without it.
+        local, opt = adt.split_optimizer(opt)
+    hook = Hook(ddp, model, args, world, local)
+    state = hook.state
     iface = os.environ.get("CLUSTER_IFACE", "")
 
     global_batch = world * args.batch_size
@@ -229,7 +249,7 @@ def worker(rank, args):
     if rank == 0:
         print(f"# {world} processes x batch {args.batch_size}, {steps_per_epoch} steps/epoch, "
               f"{sum(p.numel() for p in model.parameters())} parameters, {hook.title}, SGD lr "
-              f"{args.lr} momentum 0.9"
+              f"{args.lr} momentum 0.9" + (" (in the hook)" if local else "")
               + (f", x0.1 after epochs {','.join(map(str, args.lr_decay_epochs))}"
                  if args.lr_decay_epochs else ""),
               flush=True)
@@ -242,6 +262,7 @@ def worker(rank, args):
     hook_by_mode = {True: [], False: []}
     link_total = torch.zeros(3, dtype=torch.int64)  # tx, rx, timed steps (this rank)
     skipped = 0
+    evals = []  # {"step", "test_acc"}: every --early-eval-every steps of epoch 1, each epoch end
     start = time.time()
     for epoch in range(1, args.epochs + 1):
         if args.max_steps and step >= args.max_steps:
@@ -304,6 +325,10 @@ def worker(rank, args):
             loss_sum[0] += loss.item()
             loss_sum[1] += 1
             step += 1
+            if (epoch == 1 and args.early_eval_every and step % args.early_eval_every == 0
+                    and i + 1 < steps_per_epoch):
+                evals.append({"step": step, "test_acc": evaluate(model, x_test, y_test, rank,
+                                                                  world)})
         link1 = link_bytes(iface)
         link = torch.zeros(3, dtype=torch.int64)
         if link0 is not None and link1 is not None:
@@ -312,6 +337,7 @@ def worker(rank, args):
         link_total += link
         dist.all_reduce(loss_sum)
         acc = evaluate(model, x_test, y_test, rank, world)
+        evals.append({"step": step, "test_acc": acc, "epoch": epoch})
         line = (f"epoch {epoch}  steps {step}  train_loss {loss_sum[0].item() / loss_sum[1].item():.4f}"
                 f"  test_acc {acc:.4f}  time {time.time() - t0:.1f}s")
         ep = {"epoch": epoch, "steps": step, "test_acc": acc, "lr": lr,
@@ -375,7 +401,8 @@ def worker(rank, args):
                 "lr": args.lr, "lr_decay_epochs": args.lr_decay_epochs,
                 "step_time_mean_s": mean(all_times), "step_time_median_s": median(all_times),
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
-                "wall_s": wall, "epochs": epochs,
+                "wall_s": wall, "epochs": epochs, "evals": evals,
+                "local_optimizer": bool(local), "ramp_steps": args.ramp_steps,
                 "overlap": ("alternate" if args.alternate_overlap else not args.no_overlap)
                 if args.hook == "adacomp" else None,
                 "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
@@ -440,6 +467,17 @@ def main():
                          "out keep the default)")
     ap.add_argument("--no-overlap", action="store_true",
                     help="adacomp hook: exchange and decode each bucket inside the hook")
+    ap.add_argument("--local-optimizer", action="store_true",
+                    help="adacomp hook: SGD's momentum kept on each rank before compression "
+                         "(adacomp.torch.split_optimizer)")
+    ap.add_argument("--ramp-steps", type=int, default=0,
+                    help="adacomp hook: ramp the bin sizes from --ramp-start over this many "
+                         "steps (0: fixed)")
+    ap.add_argument("--ramp-start", type=int, default=8, help="adacomp hook: the ramp's first L_T")
+    ap.add_argument("--ramp-stages", type=int, default=4,
+                    help="adacomp hook: the ramp's geometric stages")
+    ap.add_argument("--early-eval-every", type=int, default=0,
+                    help="also score the whole test set every N steps of the first epoch")
     ap.add_argument("--alternate-overlap", action="store_true",
                     help="adacomp hook: overlap on even steps, not on odd ones, and report both "
                          "step times (a paired comparison under the same machine load)")
@@ -462,6 +500,10 @@ def main():
     args = ap.parse_args()
     if (args.no_overlap or args.alternate_overlap) and args.hook != "adacomp":
         ap.error("--no-overlap and --alternate-overlap apply to --hook adacomp only")
+    if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
+        ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
+    if args.early_eval_every < 0 or args.ramp_steps < 0:
+        ap.error("--early-eval-every and --ramp-steps must not be negative")
     if args.no_overlap and args.alternate_overlap:
         ap.error("--no-overlap or --alternate-overlap, not both")
     if args.hook == "powersgd" and args.powersgd_start_iter < 2:

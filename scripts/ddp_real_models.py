@@ -101,11 +101,17 @@ HOOKS = {
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).
     "adacomp-fp16v": ["--hook", "adacomp", "--values", "fp16"],
+    # Lighter compression all the way: the transformer weights (and conv/fc) at a
+    # fixed L_T of 8 or 16 instead of 50 (the rate against accuracy on the GPT).
+    "adacomp-l8": ["--hook", "adacomp", "--bin-sizes",
+                   "attention=8,mlp=8,embedding=8,conv=8,fc=8"],
+    "adacomp-l16": ["--hook", "adacomp", "--bin-sizes",
+                    "attention=16,mlp=16,embedding=16,conv=16,fc=16"],
 }
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
-         "adacomp-fp16v")
+         "adacomp-fp16v", "adacomp-l8", "adacomp-l16")
 PROCS = 4
 
 

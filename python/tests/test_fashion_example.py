@@ -1,0 +1,80 @@
+"""examples/ddp_fashion_mnist.py's options for the early-lag measurements, on 2 Gloo
+processes and 1,024 training images: --local-optimizer and --ramp-steps reach the
+hook (its title, the summary), --early-eval-every scores the whole test set at the
+steps it names and at each epoch end (the epoch's own accuracy), and the options
+that need the AdaComp hook are refused without it, before any rank starts."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                       "ddp_fashion_mnist.py")
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def run(args, timeout=300):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, EXAMPLE] + args, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(DATA, "t10k-images-idx3-ubyte.gz")),
+                     "dataset-fashion-mnist is not installed")
+class EarlyEvalTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="adacomp-fashion-")
+        path = os.path.join(cls.tmp, "local.json")
+        # 1,024 images / (2 x 32) = 16 steps an epoch; evaluations at steps 6 and 12.
+        cls.proc = run(["--procs", "2", "--epochs", "2", "--train-limit", "1024",
+                        "--local-optimizer", "--ramp-steps", "8", "--early-eval-every", "6",
+                        "--summary-json", path])
+        cls.summary = None
+        if cls.proc.returncode == 0 and os.path.exists(path):
+            with open(path) as f:
+                cls.summary = json.load(f)
+
+    def setUp(self):
+        self.assertIsNotNone(self.summary, self.proc.stdout[-2000:] + self.proc.stderr[-2000:])
+
+    def test_options_reach_the_hook(self):
+        s = self.summary
+        self.assertTrue(s["local_optimizer"])
+        self.assertEqual(s["ramp_steps"], 8)
+        self.assertIn("local sgd", s["title"])
+        self.assertIn("ramp 8 -> L_T over 8 steps", s["title"])
+        self.assertIn("momentum 0.9 (in the hook)", self.proc.stdout)
+
+    def test_evaluations(self):
+        s = self.summary
+        self.assertEqual([e["step"] for e in s["evals"]], [6, 12, 16, 32])
+        # The epoch ends' evaluations are the epochs' own accuracies.
+        ends = [e for e in s["evals"] if "epoch" in e]
+        self.assertEqual([e["epoch"] for e in ends], [1, 2])
+        self.assertEqual([e["test_acc"] for e in ends], [ep["test_acc"] for ep in s["epochs"]])
+        for e in s["evals"]:
+            self.assertGreaterEqual(e["test_acc"], 0.0)
+            self.assertLessEqual(e["test_acc"], 1.0)
+        # Learning happened: better than chance (10 %) at the end.
+        self.assertGreater(s["evals"][-1]["test_acc"], 0.3)
+
+
+class RefusedTest(unittest.TestCase):
+
+    def test_needs_the_adacomp_hook(self):
+        for extra in (["--local-optimizer"], ["--ramp-steps", "8"]):
+            p = run(["--hook", "none"] + extra, timeout=60)
+            self.assertEqual(p.returncode, 2, extra)
+            self.assertIn("apply to --hook adacomp only", p.stderr)
+        p = run(["--early-eval-every", "-1"], timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("must not be negative", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
