@@ -394,6 +394,7 @@ def worker(rank, args):
         if args.summary_json:
             out = {
                 "hook": args.hook, "title": hook.title, "world": world,
+                "parameters": sum(p.numel() for p in model.parameters()),
                 "batch_size": args.batch_size, "train_images": int(x_train.shape[0]),
                 "test_images": int(x_test.shape[0]), "steps": summary.get("steps", 0),
                 "skipped": skipped, "warmup_steps": hook.warm, "timed_steps": len(all_times),

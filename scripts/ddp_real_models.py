@@ -97,6 +97,9 @@ HOOKS = {
     # Each rank keeps the optimizer's moments of its own gradient and compresses the
     # step (adacomp.torch.split_optimizer): SGD's velocity with masking, Adam's step.
     "adacomp-local": ["--hook", "adacomp", "--local-optimizer"],
+    # The GPT's local optimizer at twice its learning rate: each rank's Adam second moment
+    # is taken from its own batch, noisier than the average's, so its steps are smaller.
+    "adacomp-local-lr2": ["--hook", "adacomp", "--local-optimizer", "--lr", "2e-3"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).
@@ -111,7 +114,7 @@ HOOKS = {
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
-         "adacomp-fp16v", "adacomp-l8", "adacomp-l16")
+         "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2")
 PROCS = 4
 
 

@@ -15,8 +15,16 @@ end, for seeds 1, 2, 3:
   local     the default with momentum correction on every tensor
             (--local-optimizer)
 
+--model ddp-example runs the PyTorch path instead: examples/ddp_fashion_mnist.py,
+2 DDP processes on Gloo with 32 images each per step (937 steps an epoch), SGD
+lr 0.02 momentum 0.9, scored on all 10,000 test images every 32 steps of the
+first epoch (--early-eval-every) and at each epoch end, with the hook's
+settings of DDP_CONFIGS (no hook for dense, the local optimizer through
+adacomp.torch.split_optimizer).
+
 From the summaries (results/early_lag/<model>/<config>-s<seed>.json) it
-writes docs/early-lag.md and docs/img/early_lag_<model>.png:
+writes docs/early-lag.md (mnist-cnn; other models docs/early-lag-<model>.md)
+and docs/img/early_lag_<model>.png:
 
   - the target: dense's test accuracy after one epoch (mean over seeds);
   - steps to it per run (the first evaluation at or above it), the mean over
@@ -73,7 +81,28 @@ CONFIGS = [
     ("local", ["--local-optimizer"],
      "AdaComp, momentum correction on every tensor (--local-optimizer)"),
 ]
-FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8}
+# The same questions through the DDP hook (examples/ddp_fashion_mnist.py; an epoch
+# is 937 steps of 2 x 32 images).
+DDP_CONFIGS = [
+    ("dense", ["--hook", "none"], "no hook (DDP's float32 all-reduce)"),
+    ("adacomp", [], "AdaComp hook, fixed L_T (the default)"),
+    ("ramp-937", ["--ramp-steps", "937", "--ramp-start", "16", "--ramp-stages", "4"],
+     "AdaComp hook, ramp L_T 16 -> target over 937 steps (one epoch), 4 stages"),
+    ("ramp-128", ["--ramp-steps", "128", "--ramp-start", "8", "--ramp-stages", "4"],
+     "AdaComp hook, ramp L_T 8 -> target over 128 steps, 4 stages"),
+    ("local", ["--local-optimizer"],
+     "AdaComp hook, momentum kept on each rank (--local-optimizer)"),
+]
+DDP_EXAMPLE = os.path.join(ROOT, "examples", "ddp_fashion_mnist.py")
+FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8, "ddp-example": 8}
+
+
+def configs(model):
+    return DDP_CONFIGS if model == "ddp-example" else CONFIGS
+
+
+def doc_path(model):
+    return DOC if model == "mnist-cnn" else os.path.join(ROOT, "docs", f"early-lag-{model}.md")
 
 
 def machine():
@@ -90,9 +119,14 @@ def run_one(adacomp, model, epochs, name, flags, seed):
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
-    cmd = [adacomp, "train", "--model", model, "--epochs", str(epochs),
-           "--seed", str(seed), "--eval-every", "16",
-           "--summary-out", tmp] + flags
+    if model == "ddp-example":
+        cmd = [sys.executable, DDP_EXAMPLE, "--procs", "2", "--batch-size", "32",
+               "--lr", "0.02", "--epochs", str(epochs), "--seed", str(seed),
+               "--early-eval-every", "32", "--summary-json", tmp] + flags
+    else:
+        cmd = [adacomp, "train", "--model", model, "--epochs", str(epochs),
+               "--seed", str(seed), "--eval-every", "16",
+               "--summary-out", tmp] + flags
     print("run:", " ".join(cmd), flush=True)
     t0 = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
@@ -101,6 +135,8 @@ def run_one(adacomp, model, epochs, name, flags, seed):
         sys.exit(f"failed ({proc.returncode}): {proc.stderr[-2000:]}")
     with open(tmp) as f:
         summary = json.load(f)
+    if model == "ddp-example":
+        summary = from_example(summary)
     summary["early_lag"] = {
         "command": cmd[1:], "config": name,
         "date": datetime.date.today().isoformat(), "machine": machine(),
@@ -110,6 +146,24 @@ def run_one(adacomp, model, epochs, name, flags, seed):
     os.replace(tmp, path)
     print(f"  {name} seed {seed}: {summary['test_accuracy']:.4f} in "
           f"{time.time() - t0:.0f} s", flush=True)
+
+
+def from_example(ex):
+    """The example's summary in the fields the report reads (the trainer's names):
+    its evaluations, steps per epoch, and the frames all ranks sent (the hook's frame
+    bytes per step of rank 0 x the ranks; 4 bytes x the parameters x the ranks for
+    no hook, what a float32 all-gather of the gradients would carry)."""
+    per = ex["epochs"][0]["steps"]
+    sent = 0.0
+    for i, ep in enumerate(ex["epochs"]):
+        steps = ep["steps"] - (ex["epochs"][i - 1]["steps"] if i else 0)
+        frame = ep.get("frame_bytes_per_step")
+        sent += steps * (frame if frame is not None else 4 * ex["parameters"])
+    return {"example": ex, "steps_per_epoch": per, "epochs": len(ex["epochs"]),
+            "steps": ex["steps"], "test_accuracy": ex["test_acc"],
+            "bytes_sent": sent * ex["world"],
+            "epoch_metrics": [{"step": e["step"], "test_accuracy": e["test_acc"]}
+                              for e in ex["evals"]]}
 
 
 def curve(summary):
@@ -135,7 +189,7 @@ def epoch_ends(summary):
 
 def load(model, seeds):
     runs = {}
-    for name, _, _ in CONFIGS:
+    for name, _, _ in configs(model):
         got = [run_path(model, name, s) for s in seeds]
         got = [p for p in got if os.path.exists(p)]
         if got:
@@ -176,14 +230,20 @@ def report(model, seeds, full_epochs):
     lines = [
         f"# The early lag: {model}",
         "",
-        "Generated by `scripts/early_lag.py` from "
+        "Generated by `scripts/early_lag.py"
+        + (" --model ddp-example" if model == "ddp-example" else "") + "` from "
         f"`results/early_lag/{model}/*.json`; rerun it to regenerate.",
         "",
-        f"In-process `adacomp train --model {model}`: 4 learners, global "
-        f"batch 128, {n_epochs} epochs ({per} steps each) at the default "
-        "learning rate, every run scored on all 10,000 test images every 16 "
-        f"steps and at each epoch end; seeds {', '.join(map(str, seeds))}. "
-        f"Measured on {measured}.",
+        (f"`examples/ddp_fashion_mnist.py` through DDP: 2 processes on Gloo, 32 "
+         f"images each per step, SGD lr 0.02 momentum 0.9, {n_epochs} epochs ({per} "
+         "steps each), every run scored on all 10,000 test images every 32 steps of "
+         "the first epoch and at each epoch end"
+         if model == "ddp-example" else
+         f"In-process `adacomp train --model {model}`: 4 learners, global "
+         f"batch 128, {n_epochs} epochs ({per} steps each) at the default "
+         "learning rate, every run scored on all 10,000 test images every 16 "
+         "steps and at each epoch end")
+        + f"; seeds {', '.join(map(str, seeds))}. Measured on {measured}.",
         "",
         f"Target: dense's test accuracy after one epoch, mean over seeds: "
         f"**{100 * target:.2f}%**. Steps to it: the first evaluation at or "
@@ -196,7 +256,7 @@ def report(model, seeds, full_epochs):
     ]
     dense_ends = [epoch_ends(s) for s in dense]
     verdicts = []
-    for name, _, label in CONFIGS:
+    for name, _, label in configs(model):
         if name not in runs:
             continue
         rs = runs[name]
@@ -254,9 +314,9 @@ def report(model, seeds, full_epochs):
         "hosts of the cluster, timed to the end (docs/cluster-schedule.md).",
         "",
     ]
-    with open(DOC, "w") as f:
+    with open(doc_path(model), "w") as f:
         f.write("\n".join(lines))
-    print("wrote", DOC)
+    print("wrote", doc_path(model))
     plot(model, runs, target)
 
 
@@ -265,7 +325,7 @@ def plot(model, runs, target):
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for name, _, label in CONFIGS:
+    for name, _, label in configs(model):
         if name not in runs:
             continue
         curves = [curve(s) for s in runs[name]]
@@ -306,7 +366,7 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     if not args.report_only:
         for seed in seeds:  # every config once before the next seed
-            for name, flags, _ in CONFIGS:
+            for name, flags, _ in configs(args.model):
                 if args.only and not re.search(args.only, name):
                     continue
                 run_one(args.adacomp, args.model, args.epochs, name, flags,
