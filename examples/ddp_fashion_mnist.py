@@ -70,6 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # LAYER_TYPES, the types it accepts, are the hook's.
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
+from ddp_hooks import add_ramp_and_local_args  # noqa: E402
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -468,15 +469,7 @@ def main():
                          "out keep the default)")
     ap.add_argument("--no-overlap", action="store_true",
                     help="adacomp hook: exchange and decode each bucket inside the hook")
-    ap.add_argument("--local-optimizer", action="store_true",
-                    help="adacomp hook: SGD's momentum kept on each rank before compression "
-                         "(adacomp.torch.split_optimizer)")
-    ap.add_argument("--ramp-steps", type=int, default=0,
-                    help="adacomp hook: ramp the bin sizes from --ramp-start over this many "
-                         "steps (0: fixed)")
-    ap.add_argument("--ramp-start", type=int, default=8, help="adacomp hook: the ramp's first L_T")
-    ap.add_argument("--ramp-stages", type=int, default=4,
-                    help="adacomp hook: the ramp's geometric stages")
+    add_ramp_and_local_args(ap)
     ap.add_argument("--early-eval-every", type=int, default=0,
                     help="also score the whole test set every N steps of the first epoch")
     ap.add_argument("--alternate-overlap", action="store_true",

@@ -79,12 +79,17 @@ def add_hook_args(ap):
                    help="adacomp hook: how frames travel (AdaCompState's exchange)")
     g.add_argument("--summed-values", choices=("fp32", "fp16"), default="fp32",
                    help="adacomp hook: the reduce-scatter's averaged slices")
+    add_ramp_and_local_args(g)
+    g.add_argument("--adapt-threshold", type=float, default=0.0,
+                   help="adacomp hook: adaptive bin size threshold (0: off)")
+
+
+def add_ramp_and_local_args(g):
+    """--ramp-steps, --ramp-start, --ramp-stages and --local-optimizer (every example's)."""
     g.add_argument("--ramp-steps", type=int, default=0,
                    help="adacomp hook: bin-size ramp over the first N steps (0: off)")
     g.add_argument("--ramp-start", type=int, default=8, help="adacomp hook: the ramp's first L_T")
     g.add_argument("--ramp-stages", type=int, default=4, help="adacomp hook: the ramp's stages")
-    g.add_argument("--adapt-threshold", type=float, default=0.0,
-                   help="adacomp hook: adaptive bin size threshold (0: off)")
     g.add_argument("--local-optimizer", action="store_true",
                    help="adacomp hook: every rank keeps the optimizer's moments (SGD's "
                         "velocity, Adam's moments) of its own gradient and compresses the "

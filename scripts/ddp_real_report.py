@@ -30,11 +30,17 @@ LABELS = {
     "adacomp-local": "AdaComp, local optimizer",
     "adacomp-ramp-local": "AdaComp, local optimizer and ramp",
     "adacomp-fp16v": "AdaComp, fp16 values",
+    "adacomp-l8": "AdaComp, L_T 8 throughout",
+    "adacomp-l16": "AdaComp, L_T 16 throughout",
+    "adacomp-local-lr2": "AdaComp, local optimizer, 2x lr",
 }
 HOOKS = tuple(LABELS)
+# Measured to answer a question, listed in the tables, not drawn (the plots have
+# curves enough).
+NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
-                          "tab:red", "gold", "navy")))
+                          "tab:red", "gold", "navy", "gray", "gray", "gray")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
@@ -202,6 +208,8 @@ def _steps_panel(ax, model, res):
     metric = res["metric"]
     scale = 100 if metric == "accuracy" else 1
     for h, r in res["found"].items():
+        if h in NOT_DRAWN:
+            continue
         ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
                 marker="o", ms=3, label=LABELS[h], color=COLORS[h])
     _metric_axis(ax, res)
@@ -234,7 +242,7 @@ def plot(model, res, spd):
     _steps_panel(axes[0], model, res)
     for h, r in res["found"].items():
         s = spd.get(f"{model}_{h}_P{P}_100mbit")
-        if s:
+        if s and h not in NOT_DRAWN:
             axes[1].plot([e["step"] * s["step_time_mean_s"] / 60 for e in r["evals"]],
                          [scale * e[metric] for e in r["evals"]], marker="o", ms=3,
                          label=LABELS[h], color=COLORS[h])
