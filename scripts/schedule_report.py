@@ -30,11 +30,13 @@ MODELS = ("mnist-cnn", "fc-dnn")
 NAMES = {"dense": "float32 ring", "fp16": "fp16 ring", "adacomp": "AdaComp",
          "adacomp-ramp": "AdaComp, ramp"}
 RINGS = ("dense", "fp16")
-LINKS = (("100mbit", "100 Mbit/s"), ("1gbit", "1 Gbit/s"))
+LINKS = (("100mbit", "100 Mbit/s"), ("1gbit", "1 Gbit/s"), ("10gbit", "10 Gbit/s"),
+         ("unshaped", "unshaped links"))
 TOLERANCE = 0.003
 # The issue's targets: at least 3x sooner than the fastest ring at 100 Mbit/s, no
-# later at 1 Gbit/s (ratio = ring's time / AdaComp's time).
-NEEDED = {"100mbit": 3.0, "1gbit": 1.0}
+# later at 1 Gbit/s, at most 1.05x later at 10 Gbit/s and unshaped (ratio = ring's
+# time / AdaComp's time).
+NEEDED = {"100mbit": 3.0, "1gbit": 1.0, "10gbit": 1 / 1.05, "unshaped": 1 / 1.05}
 
 
 def load():
@@ -63,8 +65,10 @@ def time_to(r, target):
 
 
 def targets(runs):
-    ref = next((r for (c, _), r in sorted(runs.items()) if c == "dense"), None) or next(
-        (r for (c, _), r in sorted(runs.items()) if c == "fp16"), None)
+    # Every link trains the same weights; the 1 Gbit/s run first, where there is one.
+    order = sorted(runs.items(), key=lambda kv: (kv[0][1] != "1gbit", kv[0]))
+    ref = next((r for (c, _), r in order if c == "dense"), None) or next(
+        (r for (c, _), r in order if c == "fp16"), None)
     if ref is None:
         return None, None
     # The epochs of the schedule: the last evaluation's epoch (counted from 0) + 1.
@@ -124,9 +128,10 @@ def section(runs, tg):
                 ratio = best[0] / mine[0]
                 verdict = "met" if ratio >= NEEDED[link] else "missed"
                 how = f"{ratio:.2f}x sooner" if ratio >= 1 else f"{1 / ratio:.2f}x later"
+                need = (f"{NEEDED[link]:g}x sooner" if NEEDED[link] >= 1
+                        else f"at most {1 / NEEDED[link]:.2f}x later")
                 lines.append(f"- {NAMES[c]}, {k}: {mine[0]:.1f} s against the {NAMES[rc]}'s "
-                             f"{best[0]:.1f} s: {how} (target {NEEDED[link]:g}x sooner: "
-                             f"**{verdict}**).")
+                             f"{best[0]:.1f} s: {how} (target {need}: **{verdict}**).")
         lines.append("")
     return lines
 
@@ -135,7 +140,11 @@ def plot(model, runs, tg):
     plt = pyplot()
     if plt is None:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    links = [(l, name) for l, name in LINKS if any(k[1] == l for k in runs)]
+    cols = min(3, 1 + len(links))
+    rows = (len(links) + cols) // cols
+    fig, grid = plt.subplots(rows, cols, figsize=(5 * cols, 4.2 * rows), squeeze=False)
+    axes = list(grid.flat)
     colors = {"dense": "black", "fp16": "tab:gray", "adacomp": "tab:blue",
               "adacomp-ramp": "tab:green"}
     drawn = set()
@@ -145,11 +154,11 @@ def plot(model, runs, tg):
             axes[0].plot([s for s, _, _ in ev], [100 * a for _, a, _ in ev], label=NAMES[c],
                          color=colors[c])
             drawn.add(c)
-        i = 1 if link == "100mbit" else 2
+        i = 1 + [l for l, _ in links].index(link)
         axes[i].plot([t for _, _, t in ev], [100 * a for _, a, _ in ev], label=NAMES[c],
                      color=colors[c])
-    for ax, title in zip(axes, ("against steps", "against training seconds, 100 Mbit/s",
-                                "against training seconds, 1 Gbit/s")):
+    titles = ["against steps"] + [f"against training seconds, {name}" for _, name in links]
+    for ax, title in zip(axes, titles):
         for v in tg.values():
             ax.axhline(100 * v, color="red", lw=0.6, ls="--")
         ax.set_title(f"{model}, 8 hosts: {title}", fontsize=10)
@@ -157,9 +166,9 @@ def plot(model, runs, tg):
         ax.set_ylim(bottom=100 * min(tg.values()) - 8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    axes[0].set_xlabel("step")
-    axes[1].set_xlabel("seconds of training")
-    axes[2].set_xlabel("seconds of training")
+        ax.set_xlabel("step" if ax is axes[0] else "seconds of training")
+    for ax in axes[len(titles):]:
+        ax.set_visible(False)
     fig.tight_layout()
     path = IMG.format(model)
     fig.savefig(path, dpi=110)
@@ -184,13 +193,15 @@ def main():
         "Each model trained to the end, not extrapolated: 12 epochs of the first 16,384 "
         "Fashion-MNIST training images (128 steps of 128 images an epoch, 16 per host; "
         "seed 1; lr x0.1 after epochs 6 and 9), evaluated on all 10,000 test images every "
-        "32 steps. 8 hosts, every link shaped with `tc tbf`. The ramp: L_T 8 to the "
-        "defaults over the first epoch (128 steps), 4 stages. The float32 ring is run at "
-        "1 Gbit/s only: at 100 Mbit/s its step on 8 hosts is 1.4-1.5x the fp16 ring's "
+        "32 steps. 8 hosts, every link shaped with `tc tbf` (mnist-cnn also on unshaped "
+        "veth links). The ramp: L_T 8 to the "
+        "defaults over the first epoch (128 steps), 4 stages. The float32 ring is not run at "
+        "100 Mbit/s: there its step on 8 hosts is 1.4-1.5x the fp16 ring's "
         "(docs/scaling.md), so the fp16 ring is the fastest ring there.",
         "",
         "The issue asks AdaComp to reach each target at least 3x sooner than the fastest "
-        "ring at 100 Mbit/s and no later at 1 Gbit/s. One seed per run: where a target "
+        "ring at 100 Mbit/s, no later at 1 Gbit/s, and at most 1.05x later at 10 Gbit/s "
+        "and unshaped. One seed per run: where a target "
         "lies on a flat stretch of a curve, an evaluation's noise (about +-0.4 points on "
         "10,000 images) moves the first crossing by many steps.",
         "",
