@@ -129,8 +129,12 @@ def run_one(adacomp, model, epochs, name, flags, seed):
                "--summary-out", tmp] + flags
     print("run:", " ".join(cmd), flush=True)
     t0 = time.time()
+    env = None
+    if model == "ddp-example":  # the hook from this checkout's build
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(
+            ROOT, "build", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+                          stderr=subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {proc.stderr[-2000:]}")
     with open(tmp) as f:
