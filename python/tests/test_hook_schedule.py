@@ -115,5 +115,84 @@ class AdaptiveScheduleTest(OneProcessGroupTest):
         self.assertEqual(st.state_dict()["schedule"], before["schedule"])
 
 
+class DenseStepsTest(OneProcessGroupTest):
+    """dense_steps: the first steps travel as float32 frames (one process: the average is
+    the gradient itself, bit for bit) and leave the residues alone; then compression
+    starts; a failed dense step is not counted; a state_dict taken inside them resumes
+    bit for bit."""
+    setUp = base.StepRollbackTest.setUp
+    bucket = base.StepRollbackTest.bucket
+    make_grads = AdaptiveScheduleTest.make_grads
+    assertSameState = base.StepRollbackTest.assertSameState
+
+    def step(self, st, s, nan=False):
+        """Both buckets of step s: their averaged values and the gradients sent."""
+        out, sent = [], []
+        for k in (0, 1):
+            b = self.bucket(k, s, last=k == 1, nan=nan and k == 1)
+            sent.append(b.buffer().clone())
+            out.append(st.reduce_bucket(b).clone())
+        return out, sent
+
+    def residues_zero(self, st):
+        return all(not r.any() for r in st.residues().values())
+
+    def test_exact_then_compressed(self):
+        self.make_grads()
+        st = adt.AdaCompState(model=self.model, dense_steps=3)
+        for s in range(3):
+            out, sent = self.step(st, s)
+            for o, g in zip(out, sent):
+                self.assertTrue(torch.equal(o, g), s)
+            self.assertTrue(self.residues_zero(st), s)
+            # float32 frames: at least 4 bytes an element
+            self.assertLessEqual(st.stats()["last_step"]["end_to_end"]["compression_rate"], 1.0)
+        out, sent = self.step(st, 3)
+        self.assertFalse(all(torch.equal(o, g) for o, g in zip(out, sent)))
+        self.assertFalse(self.residues_zero(st))
+        self.assertGreater(st.stats()["last_step"]["end_to_end"]["compression_rate"], 5.0)
+        # From then on as a state that never had dense steps, one step behind.
+        plain = adt.AdaCompState(model=self.model)
+        self.step(plain, 3)
+        self.assertEqual(st.residues().keys(), plain.residues().keys())
+        for n, r in st.residues().items():
+            self.assertTrue((r == plain.residues()[n]).all(), n)
+
+    def test_a_failed_dense_step_is_not_counted(self):
+        self.make_grads()
+        st = adt.AdaCompState(model=self.model, dense_steps=2)
+        self.step(st, 0)
+        with self.assertRaises(adt.StepAborted):
+            self.step(st, 1, nan=True)
+        self.assertEqual(st.steps, 1)
+        out, sent = self.step(st, 2)  # still a dense step
+        for o, g in zip(out, sent):
+            self.assertTrue(torch.equal(o, g))
+        self.assertTrue(self.residues_zero(st))
+        self.assertEqual(st.steps, 2)
+
+    def test_state_dict_inside_the_dense_steps_resumes_bit_for_bit(self):
+        self.make_grads()
+        full = adt.AdaCompState(model=self.model, dense_steps=3)
+        outs = [self.step(full, s)[0] for s in range(6)]
+        first = adt.AdaCompState(model=self.model, dense_steps=3)
+        for s in range(2):
+            self.step(first, s)
+        resumed = adt.AdaCompState(model=self.model, dense_steps=3)
+        resumed.load_state_dict(copy.deepcopy(first.state_dict()))
+        for s in range(2, 6):
+            out, _ = self.step(resumed, s)
+            for o, f in zip(out, outs[s]):
+                self.assertTrue(torch.equal(o, f), s)
+        self.assertSameState(resumed, full)
+
+    def test_bad_settings(self):
+        for bad in (-1, 1.5, True, "3"):
+            with self.assertRaises((ValueError, TypeError), msg=repr(bad)):
+                adt.AdaCompState(model=self.model, dense_steps=bad)
+        with self.assertRaisesRegex(ValueError, "local_optimizer"):
+            adt.AdaCompState(model=self.model, dense_steps=2, local_optimizer="sgd")
+
+
 if __name__ == "__main__":
     unittest.main()

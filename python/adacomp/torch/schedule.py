@@ -1,9 +1,10 @@
-"""The compression schedule of the hook: the bin size each parameter is sent at in a
-step, from the geometric ramp (ramp_steps, ramp_start, ramp_stages) and the
-adaptive part (adapt_threshold, ...: adacomp/schedule.h through _BinScheduler), and
-the averaged-gradient norms the adaptive part observes."""
+"""The compression schedule of the hook: the first dense_steps steps uncompressed, then
+the bin size each parameter is sent at in a step, from the geometric ramp
+(ramp_steps, ramp_start, ramp_stages) and the adaptive part (adapt_threshold, ...:
+adacomp/schedule.h through _BinScheduler), and the averaged-gradient norms the
+adaptive part observes."""
 
-from .. import _adacomp
+from .. import Compressor, _adacomp
 
 
 class _Schedule:
@@ -11,7 +12,15 @@ class _Schedule:
     adaptive part's state once the parameters are known (build())."""
 
     def __init__(self, codec, model_given, ramp_steps=0, ramp_start=8, ramp_stages=4,
-                 adapt_threshold=0.0, adapt_window=16, adapt_hold=32, adapt_bin_size=0):
+                 adapt_threshold=0.0, adapt_window=16, adapt_hold=32, adapt_bin_size=0,
+                 dense_steps=0, local=False):
+        if isinstance(dense_steps, bool) or int(dense_steps) != dense_steps or dense_steps < 0:
+            raise ValueError(f"dense_steps must be a whole number >= 0, not {dense_steps!r}")
+        self.dense_steps = int(dense_steps)
+        if self.dense_steps and local:
+            raise ValueError("dense_steps does not go with local_optimizer (its moments are "
+                             "of the compressed steps)")
+        self._dense = {}  # tensor id -> the float32 ("dense" codec) compressor of dense_steps
         self.ramp_steps, self.ramp_start, self.ramp_stages = (
             int(ramp_steps), int(ramp_start), int(ramp_stages))
         if self.ramp_steps:
@@ -44,6 +53,18 @@ class _Schedule:
                    for e in entries]
         self._scheduler = _adacomp._BinScheduler(
             targets, self.ramp_steps, self.ramp_start, self.ramp_stages, **self.adapt)
+
+    def is_dense(self, steps):
+        """Whether step ``steps`` (counted from 0) goes uncompressed."""
+        return steps < self.dense_steps
+
+    def dense_compressor(self, e):
+        """e's float32 compressor for the dense steps (no residue: nothing to undo)."""
+        c = self._dense.get(e.tensor_id)
+        if c is None:
+            c = self._dense[e.tensor_id] = Compressor(e.numel, codec="dense",
+                                                      tensor_id=e.tensor_id)
+        return c
 
     def apply(self, e, steps, target):
         """Sets e's compressor to the bin size of step ``steps`` (``target``: its type's)."""

@@ -83,6 +83,9 @@ class AdaCompState:
             "sgd" / "adam": each rank keeps the optimizer's moments of its own gradient
             and compresses the step they give; apply the averaged step with SGD of
             momentum 0 (local_optimizer.py; ``split_optimizer`` makes both).
+        dense_steps: the first dense_steps steps go uncompressed (float32 frames: the
+            exact average), as torch's PowerSGD all-reduces its first
+            start_powerSGD_iter steps; residues untouched. 0 (default): none.
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
@@ -90,7 +93,8 @@ class AdaCompState:
                  dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
                  ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
-                 momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None):
+                 momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
+                 dense_steps=0):
         # The settings.
         if local_optimizer is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
@@ -100,7 +104,7 @@ class AdaCompState:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
                                    ramp_stages, adapt_threshold, adapt_window, adapt_hold,
-                                   adapt_bin_size)
+                                   adapt_bin_size, dense_steps, local_optimizer is not None)
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
@@ -477,18 +481,22 @@ class AdaCompState:
             # Every codec checks its gradient for non-finite elements before it changes
             # anything, so no pass of its own here: a non-finite element fails the
             # parameter's compress, and the step's rollback undoes the ones before it.
-            self._snapshot(ex.layout)
+            dense = self._schedule.is_dense(self.steps)  # then no residue is touched
+            if not dense:
+                self._snapshot(ex.layout)
             for e, off, n in ex.layout:
+                comp = self._schedule.dense_compressor(e) if dense else e.compressor
                 try:
-                    self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
-                    frames.append(e.compressor.compress(arr[off:off + n]) if self._local is None
+                    if not dense:
+                        self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
+                    frames.append(comp.compress(arr[off:off + n]) if self._local is None
                                   else self._local.compress(e, arr[off:off + n]))
                 except Exception as exc:
                     # A non-finite element in this parameter's slice: the message names it.
                     error = _non_finite(arr[off:off + n], [(e, 0, n)]) or type(exc)(
                         f"adacomp hook: parameter {e.name!r}: {exc}")
                     break
-                ex.stats.append(e.compressor.last_stats)
+                ex.stats.append(comp.last_stats)
         ex.error = error
         if error is not None or ex.skipped:
             ex.payload = None
