@@ -100,6 +100,9 @@ HOOKS = {
     # The GPT's local optimizer at twice its learning rate: each rank's Adam second moment
     # is taken from its own batch, noisier than the average's, so its steps are smaller.
     "adacomp-local-lr2": ["--hook", "adacomp", "--local-optimizer", "--lr", "2e-3"],
+    # Float32 for the first tenth of the steps (as torch's PowerSGD all-reduces its
+    # first 10 %), then the defaults.
+    "adacomp-dense": ["--hook", "adacomp", "--dense-steps", "{tenth}"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).
@@ -114,15 +117,17 @@ HOOKS = {
 # The order runs go in: what the targets compare first, so a cut-short sweep has them.
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
-         "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2")
+         "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
+         "adacomp-dense")
 PROCS = 4
 
 
 def hook_args(hook, model):
-    """The example's options for `hook` on `model` ({third}, {half}: that part of its steps)."""
+    """The example's options for `hook` on `model` ({third}, {half}, {tenth}: that part of
+    its steps)."""
     steps = int(MODELS[model]["args"][MODELS[model]["args"].index("--steps") + 1])
     return [a.replace("{third}", str(steps // 3)).replace("{half}", str(steps // 2))
-            for a in HOOKS[hook]]
+            .replace("{tenth}", str(steps // 10)) for a in HOOKS[hook]]
 
 
 def machine():
