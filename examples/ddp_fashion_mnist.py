@@ -8,7 +8,7 @@ step and (AdaComp) compression rate.
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --no-hook
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --hook powersgd --powersgd-rank 2
     PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --epochs 8 --lr-decay-epochs 4,6
-    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --local-optimizer --early-eval-every 16
+    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_fashion_mnist.py --local-optimizer --eval-every 32
     PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/ddp_fashion_mnist.py --max-steps 20
 
 Without RANK/WORLD_SIZE/MASTER_ADDR in the environment it spawns --procs
@@ -43,9 +43,9 @@ the timed steps are read from /sys/class/net and reported too.
 --local-optimizer keeps SGD's momentum on each rank, before compression
 (adacomp.torch.split_optimizer: the hook compresses each rank's velocity and
 an SGD without momentum applies the average); --ramp-steps starts the bin
-sizes at --ramp-start and ramps them to their values; --early-eval-every N
-scores all 10,000 test images every N steps of the first epoch as well as at
-each epoch's end ("evals" in the summary), to see how soon a run gets where.
+sizes at --ramp-start and ramps them to their values; --eval-every N scores
+all 10,000 test images every N steps as well as at each epoch's end ("evals"
+in the summary), to see how soon a run gets where.
 
 End a DDP process as this one does: dist.barrier() and then
 dist.destroy_process_group(), so that no rank tears its process group down
@@ -263,7 +263,7 @@ def worker(rank, args):
     hook_by_mode = {True: [], False: []}
     link_total = torch.zeros(3, dtype=torch.int64)  # tx, rx, timed steps (this rank)
     skipped = 0
-    evals = []  # {"step", "test_acc"}: every --early-eval-every steps of epoch 1, each epoch end
+    evals = []  # {"step", "test_acc"}: every --eval-every steps, and each epoch end
     start = time.time()
     for epoch in range(1, args.epochs + 1):
         if args.max_steps and step >= args.max_steps:
@@ -326,8 +326,7 @@ def worker(rank, args):
             loss_sum[0] += loss.item()
             loss_sum[1] += 1
             step += 1
-            if (epoch == 1 and args.early_eval_every and step % args.early_eval_every == 0
-                    and i + 1 < steps_per_epoch):
+            if args.eval_every and step % args.eval_every == 0 and i + 1 < steps_per_epoch:
                 evals.append({"step": step, "test_acc": evaluate(model, x_test, y_test, rank,
                                                                   world)})
         link1 = link_bytes(iface)
@@ -470,8 +469,8 @@ def main():
     ap.add_argument("--no-overlap", action="store_true",
                     help="adacomp hook: exchange and decode each bucket inside the hook")
     add_ramp_and_local_args(ap)
-    ap.add_argument("--early-eval-every", type=int, default=0,
-                    help="also score the whole test set every N steps of the first epoch")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="also score the whole test set every N steps (0: at epoch ends only)")
     ap.add_argument("--alternate-overlap", action="store_true",
                     help="adacomp hook: overlap on even steps, not on odd ones, and report both "
                          "step times (a paired comparison under the same machine load)")
@@ -496,8 +495,8 @@ def main():
         ap.error("--no-overlap and --alternate-overlap apply to --hook adacomp only")
     if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
         ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
-    if args.early_eval_every < 0 or args.ramp_steps < 0:
-        ap.error("--early-eval-every and --ramp-steps must not be negative")
+    if args.eval_every < 0 or args.ramp_steps < 0:
+        ap.error("--eval-every and --ramp-steps must not be negative")
     if args.no_overlap and args.alternate_overlap:
         ap.error("--no-overlap or --alternate-overlap, not both")
     if args.hook == "powersgd" and args.powersgd_start_iter < 2:

@@ -17,8 +17,8 @@ end, for seeds 1, 2, 3:
 
 --model ddp-example runs the PyTorch path instead: examples/ddp_fashion_mnist.py,
 2 DDP processes on Gloo with 32 images each per step (937 steps an epoch), SGD
-lr 0.02 momentum 0.9, scored on all 10,000 test images every 32 steps of the
-first epoch (--early-eval-every) and at each epoch end, with the hook's
+lr 0.02 momentum 0.9, scored on all 10,000 test images every 32 steps
+(--eval-every) and at each epoch end, with the hook's
 settings of DDP_CONFIGS (no hook for dense, the local optimizer through
 adacomp.torch.split_optimizer).
 
@@ -122,7 +122,7 @@ def run_one(adacomp, model, epochs, name, flags, seed):
     if model == "ddp-example":
         cmd = [sys.executable, DDP_EXAMPLE, "--procs", "2", "--batch-size", "32",
                "--lr", "0.02", "--epochs", str(epochs), "--seed", str(seed),
-               "--early-eval-every", "32", "--summary-json", tmp] + flags
+               "--eval-every", "32", "--summary-json", tmp] + flags
     else:
         cmd = [adacomp, "train", "--model", model, "--epochs", str(epochs),
                "--seed", str(seed), "--eval-every", "16",
@@ -240,8 +240,8 @@ def report(model, seeds, full_epochs):
         "",
         (f"`examples/ddp_fashion_mnist.py` through DDP: 2 processes on Gloo, 32 "
          f"images each per step, SGD lr 0.02 momentum 0.9, {n_epochs} epochs ({per} "
-         "steps each), every run scored on all 10,000 test images every 32 steps of "
-         "the first epoch and at each epoch end"
+         "steps each), every run scored on all 10,000 test images every 32 steps "
+         "and at each epoch end"
          if model == "ddp-example" else
          f"In-process `adacomp train --model {model}`: 4 learners, global "
          f"batch 128, {n_epochs} epochs ({per} steps each) at the default "

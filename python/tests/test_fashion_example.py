@@ -1,6 +1,6 @@
 """examples/ddp_fashion_mnist.py's options for the early-lag measurements, on 2 Gloo
 processes and 1,024 training images: --local-optimizer and --ramp-steps reach the
-hook (its title, the summary), --early-eval-every scores the whole test set at the
+hook (its title, the summary), --eval-every scores the whole test set at the
 steps it names and at each epoch end (the epoch's own accuracy), and the options
 that need the AdaComp hook are refused without it, before any rank starts."""
 
@@ -30,9 +30,10 @@ class EarlyEvalTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="adacomp-fashion-")
         path = os.path.join(cls.tmp, "local.json")
-        # 1,024 images / (2 x 32) = 16 steps an epoch; evaluations at steps 6 and 12.
+        # 1,024 images / (2 x 32) = 16 steps an epoch; evaluations every 6 steps and at
+        # the epoch ends (16, 32).
         cls.proc = run(["--procs", "2", "--epochs", "2", "--train-limit", "1024",
-                        "--local-optimizer", "--ramp-steps", "8", "--early-eval-every", "6",
+                        "--local-optimizer", "--ramp-steps", "8", "--eval-every", "6",
                         "--summary-json", path])
         cls.summary = None
         if cls.proc.returncode == 0 and os.path.exists(path):
@@ -52,7 +53,7 @@ class EarlyEvalTest(unittest.TestCase):
 
     def test_evaluations(self):
         s = self.summary
-        self.assertEqual([e["step"] for e in s["evals"]], [6, 12, 16, 32])
+        self.assertEqual([e["step"] for e in s["evals"]], [6, 12, 16, 18, 24, 30, 32])
         # The epoch ends' evaluations are the epochs' own accuracies.
         ends = [e for e in s["evals"] if "epoch" in e]
         self.assertEqual([e["epoch"] for e in ends], [1, 2])
@@ -71,7 +72,7 @@ class RefusedTest(unittest.TestCase):
             p = run(["--hook", "none"] + extra, timeout=60)
             self.assertEqual(p.returncode, 2, extra)
             self.assertIn("apply to --hook adacomp only", p.stderr)
-        p = run(["--early-eval-every", "-1"], timeout=60)
+        p = run(["--eval-every", "-1"], timeout=60)
         self.assertEqual(p.returncode, 2)
         self.assertIn("must not be negative", p.stderr)
 
