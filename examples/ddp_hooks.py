@@ -82,7 +82,7 @@ def add_hook_args(ap):
     add_ramp_and_local_args(g)
     g.add_argument("--adapt-threshold", type=float, default=0.0,
                    help="adacomp hook: adaptive bin size threshold (0: off)")
-    g.add_argument("--dense-steps", type=int, default=0,
+    g.add_argument("--dense-warmup-steps", "--dense-steps", type=int, default=0,
                    help="adacomp hook: send the first N steps uncompressed (float32), as "
                         "PowerSGD does its first start_powerSGD_iter (0: none)")
 
@@ -122,7 +122,7 @@ class CommHook:
                       "ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
                       "ramp_stages": args.ramp_stages,
                       "adapt_threshold": args.adapt_threshold,
-                      "dense_steps": args.dense_steps}
+                      "dense_warmup_steps": args.dense_warmup_steps}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
@@ -143,8 +143,8 @@ class CommHook:
                              if args.ramp_steps else "")
                           + (f", adaptive {args.adapt_threshold:g}" if args.adapt_threshold
                              else "")
-                          + (f", float32 for the first {args.dense_steps} steps"
-                             if args.dense_steps else "")
+                          + (f", float32 for the first {args.dense_warmup_steps} steps"
+                             if args.dense_warmup_steps else "")
                           + (f", local {local['local_optimizer']}" if local else "")
                           + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "

@@ -54,10 +54,10 @@ def check_common_args(ap, args):
         ap.error("--no-overlap applies to --hook adacomp only")
     if args.local_optimizer and args.hook != "adacomp":
         ap.error("--local-optimizer applies to --hook adacomp only")
-    if args.dense_steps and args.hook != "adacomp":
-        ap.error("--dense-steps applies to --hook adacomp only")
-    if args.dense_steps < 0:
-        ap.error("--dense-steps must not be negative")
+    if args.dense_warmup_steps and args.hook != "adacomp":
+        ap.error("--dense-warmup-steps applies to --hook adacomp only")
+    if args.dense_warmup_steps < 0:
+        ap.error("--dense-warmup-steps must not be negative")
     if args.resume and not args.checkpoint_dir:
         ap.error("--resume needs --checkpoint-dir")
     if args.resume and args.resume != "latest":

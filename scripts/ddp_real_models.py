@@ -102,7 +102,7 @@ HOOKS = {
     "adacomp-local-lr2": ["--hook", "adacomp", "--local-optimizer", "--lr", "2e-3"],
     # Float32 for the first tenth of the steps (as torch's PowerSGD all-reduces its
     # first 10 %), then the defaults.
-    "adacomp-dense": ["--hook", "adacomp", "--dense-steps", "{tenth}"],
+    "adacomp-dense": ["--hook", "adacomp", "--dense-warmup-steps", "{tenth}"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).

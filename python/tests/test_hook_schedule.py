@@ -116,7 +116,7 @@ class AdaptiveScheduleTest(OneProcessGroupTest):
 
 
 class DenseStepsTest(OneProcessGroupTest):
-    """dense_steps: the first steps travel as float32 frames (one process: the average is
+    """dense_warmup_steps: the first steps travel as float32 frames (one process: the average is
     the gradient itself, bit for bit) and leave the residues alone; then compression
     starts; a failed dense step is not counted; a state_dict taken inside them resumes
     bit for bit."""
@@ -139,7 +139,7 @@ class DenseStepsTest(OneProcessGroupTest):
 
     def test_exact_then_compressed(self):
         self.make_grads()
-        st = adt.AdaCompState(model=self.model, dense_steps=3)
+        st = adt.AdaCompState(model=self.model, dense_warmup_steps=3)
         for s in range(3):
             out, sent = self.step(st, s)
             for o, g in zip(out, sent):
@@ -160,7 +160,7 @@ class DenseStepsTest(OneProcessGroupTest):
 
     def test_a_failed_dense_step_is_not_counted(self):
         self.make_grads()
-        st = adt.AdaCompState(model=self.model, dense_steps=2)
+        st = adt.AdaCompState(model=self.model, dense_warmup_steps=2)
         self.step(st, 0)
         with self.assertRaises(adt.StepAborted):
             self.step(st, 1, nan=True)
@@ -171,14 +171,14 @@ class DenseStepsTest(OneProcessGroupTest):
         self.assertTrue(self.residues_zero(st))
         self.assertEqual(st.steps, 2)
 
-    def test_state_dict_inside_the_dense_steps_resumes_bit_for_bit(self):
+    def test_state_dict_inside_the_dense_warmup_steps_resumes_bit_for_bit(self):
         self.make_grads()
-        full = adt.AdaCompState(model=self.model, dense_steps=3)
+        full = adt.AdaCompState(model=self.model, dense_warmup_steps=3)
         outs = [self.step(full, s)[0] for s in range(6)]
-        first = adt.AdaCompState(model=self.model, dense_steps=3)
+        first = adt.AdaCompState(model=self.model, dense_warmup_steps=3)
         for s in range(2):
             self.step(first, s)
-        resumed = adt.AdaCompState(model=self.model, dense_steps=3)
+        resumed = adt.AdaCompState(model=self.model, dense_warmup_steps=3)
         resumed.load_state_dict(copy.deepcopy(first.state_dict()))
         for s in range(2, 6):
             out, _ = self.step(resumed, s)
@@ -189,9 +189,9 @@ class DenseStepsTest(OneProcessGroupTest):
     def test_bad_settings(self):
         for bad in (-1, 1.5, True, "3"):
             with self.assertRaises((ValueError, TypeError), msg=repr(bad)):
-                adt.AdaCompState(model=self.model, dense_steps=bad)
+                adt.AdaCompState(model=self.model, dense_warmup_steps=bad)
         with self.assertRaisesRegex(ValueError, "local_optimizer"):
-            adt.AdaCompState(model=self.model, dense_steps=2, local_optimizer="sgd")
+            adt.AdaCompState(model=self.model, dense_warmup_steps=2, local_optimizer="sgd")
 
 
 if __name__ == "__main__":

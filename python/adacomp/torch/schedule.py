@@ -1,4 +1,4 @@
-"""The compression schedule of the hook: the first dense_steps steps uncompressed, then
+"""The compression schedule of the hook: the first dense_warmup_steps steps uncompressed, then
 the bin size each parameter is sent at in a step, from the geometric ramp
 (ramp_steps, ramp_start, ramp_stages) and the adaptive part (adapt_threshold, ...:
 adacomp/schedule.h through _BinScheduler), and the averaged-gradient norms the
@@ -13,14 +13,15 @@ class _Schedule:
 
     def __init__(self, codec, model_given, ramp_steps=0, ramp_start=8, ramp_stages=4,
                  adapt_threshold=0.0, adapt_window=16, adapt_hold=32, adapt_bin_size=0,
-                 dense_steps=0, local=False):
-        if isinstance(dense_steps, bool) or int(dense_steps) != dense_steps or dense_steps < 0:
-            raise ValueError(f"dense_steps must be a whole number >= 0, not {dense_steps!r}")
-        self.dense_steps = int(dense_steps)
-        if self.dense_steps and local:
-            raise ValueError("dense_steps does not go with local_optimizer (its moments are "
-                             "of the compressed steps)")
-        self._dense = {}  # tensor id -> the float32 ("dense" codec) compressor of dense_steps
+                 dense_warmup_steps=0, local=False):
+        warm = dense_warmup_steps
+        if isinstance(warm, bool) or int(warm) != warm or warm < 0:
+            raise ValueError(f"dense_warmup_steps must be a whole number >= 0, not {warm!r}")
+        self.dense_warmup_steps = int(warm)
+        if self.dense_warmup_steps and local:
+            raise ValueError("dense_warmup_steps does not go with local_optimizer (its moments "
+                             "are of the compressed steps)")
+        self._dense = {}  # tensor id -> its float32 ("dense" codec) compressor for the warm-up
         self.ramp_steps, self.ramp_start, self.ramp_stages = (
             int(ramp_steps), int(ramp_start), int(ramp_stages))
         if self.ramp_steps:
@@ -56,7 +57,7 @@ class _Schedule:
 
     def is_dense(self, steps):
         """Whether step ``steps`` (counted from 0) goes uncompressed."""
-        return steps < self.dense_steps
+        return steps < self.dense_warmup_steps
 
     def dense_compressor(self, e):
         """e's float32 compressor for the dense steps (no residue: nothing to undo)."""

@@ -83,9 +83,9 @@ class AdaCompState:
             "sgd" / "adam": each rank keeps the optimizer's moments of its own gradient
             and compresses the step they give; apply the averaged step with SGD of
             momentum 0 (local_optimizer.py; ``split_optimizer`` makes both).
-        dense_steps: the first dense_steps steps go uncompressed (float32 frames: the
-            exact average), as torch's PowerSGD all-reduces its first
-            start_powerSGD_iter steps; residues untouched. 0 (default): none.
+        dense_warmup_steps: ``adacomp train --dense-warmup-steps``: the first steps go
+            uncompressed (float32 frames: the exact average), as torch's PowerSGD
+            all-reduces its first start_powerSGD_iter; residues untouched. 0: none.
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
@@ -94,7 +94,7 @@ class AdaCompState:
                  ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
                  momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
-                 dense_steps=0):
+                 dense_warmup_steps=0):
         # The settings.
         if local_optimizer is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
@@ -104,7 +104,8 @@ class AdaCompState:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
                                    ramp_stages, adapt_threshold, adapt_window, adapt_hold,
-                                   adapt_bin_size, dense_steps, local_optimizer is not None)
+                                   adapt_bin_size, dense_warmup_steps,
+                                   local_optimizer is not None)
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
