@@ -1,11 +1,12 @@
 """What the DDP hook tests share: a stand-in for DDP's GradBucket, a free port, a
 test case run inside a one-process Gloo group, and a Gloo world of spawned processes
 (spawn_world starts the workers; each one runs inside gloo_rank, which saves the
-result spawn_world returns)."""
+result spawn_world returns and, when the body went well, ends the process)."""
 
 import contextlib
 import os
 import socket
+import sys
 import tempfile
 import unittest
 
@@ -45,6 +46,13 @@ def gloo_rank(rank, port, world, outdir):
     finally:
         torch.save(result, _result_path(outdir, rank))
         dist.destroy_process_group()
+    # The body went well: end the spawned process here, as the examples' end_rank does,
+    # without an interpreter shutdown that a Gloo worker thread still letting go of a
+    # finished collective's tensor could abort (python/README.md, "Ending a script").
+    # After an error the exception goes on to mp.spawn, which reports it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn_world(worker, world):
