@@ -46,10 +46,13 @@ def gloo_rank(rank, port, world, outdir):
     finally:
         torch.save(result, _result_path(outdir, rank))
         dist.destroy_process_group()
-    # The body went well: end the spawned process here, as the examples' end_rank does,
-    # without an interpreter shutdown that a Gloo worker thread still letting go of a
-    # finished collective's tensor could abort (python/README.md, "Ending a script").
-    # After an error the exception goes on to mp.spawn, which reports it.
+    end_spawned()  # the body went well (after an error the exception goes to mp.spawn)
+
+
+def end_spawned():
+    """Ends a spawned worker that went well, as the examples' end_rank does: without an
+    interpreter shutdown, which a Gloo worker thread still letting go of a finished
+    collective's tensor could abort (python/README.md, "Ending a script")."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -30,7 +30,7 @@ from torch import nn
 
 import adacomp
 import adacomp.torch as adt
-from ddp_test_util import FakeBucket, OneProcessGroupTest, free_port, join_gloo
+from ddp_test_util import FakeBucket, OneProcessGroupTest, end_spawned, free_port, join_gloo
 
 STEPS = 4
 OVERFLOW_STEP = 2  # dense gradients after a step of sparse ones
@@ -114,6 +114,7 @@ def exchange_worker(rank, port, world, outdir):
         dist.isend = counter.original
         torch.save(out, os.path.join(outdir, f"x{world}_{rank}.pt"))
         dist.destroy_process_group()
+    end_spawned()
 
 
 class ExchangeTest(unittest.TestCase):
@@ -205,6 +206,7 @@ def no_sync_worker(rank, port, outdir):
     finally:
         torch.save(out, os.path.join(outdir, f"ns{rank}.pt"))
         dist.destroy_process_group()
+    end_spawned()
 
 
 class NoSyncTest(unittest.TestCase):
