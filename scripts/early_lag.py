@@ -313,7 +313,11 @@ def report(model, seeds, full_epochs):
         "",
         f"![test accuracy against steps](img/early_lag_{model}.png)",
         "",
-        "Elsewhere: the same ramp through the DDP hook on ResNet-18 and the GPT "
+        "Elsewhere: "
+        + ("the same measurement in the C++ trainer (docs/early-lag.md), "
+           if model == "ddp-example" else
+           "the same measurement through the DDP hook (docs/early-lag-ddp-example.md), ")
+        + "the ramp through the DDP hook on ResNet-18 and the GPT "
         "(docs/ddp-real-models.md), and whole schedules with and without it on 8 "
         "hosts of the cluster, timed to the end (docs/cluster-schedule.md).",
         "",
