@@ -70,7 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # LAYER_TYPES, the types it accepts, are the hook's.
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
-from ddp_hooks import add_ramp_and_local_args  # noqa: E402
+from ddp_hooks import (add_ramp_and_local_args, local_title, ramp_and_local_kwargs,  # noqa: E402
+                       ramp_title)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -132,13 +133,11 @@ class Hook:
         if self.kind == "adacomp":
             import adacomp.torch as adt
             kwargs = {"codec": args.codec, "overlap": not args.no_overlap,
-                      "ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
-                      "ramp_stages": args.ramp_stages}
+                      **ramp_and_local_kwargs(args, local)}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            kwargs.update(local or {})
             self.state = adt.register(ddp, **kwargs)
             # Wall time the hook takes on the calling thread (the autograd thread), summed
             # over a step's buckets: all of compress + exchange + decode without overlap,
@@ -155,10 +154,8 @@ class Hook:
             self.state.exchange_bucket = timed_exchange
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
-            self.title = (f"AdaComp hook (codec {args.codec}, {mode}"
-                          + (f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
-                             if args.ramp_steps else "")
-                          + (f", local {local['local_optimizer']}" if local else "") + ")")
+            self.title = (f"AdaComp hook (codec {args.codec}, {mode}" + ramp_title(args)
+                          + local_title(local) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":

@@ -87,6 +87,23 @@ def add_hook_args(ap):
                         "PowerSGD does its first start_powerSGD_iter (0: none)")
 
 
+def ramp_and_local_kwargs(args, local):
+    """AdaCompState's settings from add_ramp_and_local_args's options (local: the
+    local-optimizer kwargs split_optimizer gave, or None)."""
+    return {"ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
+            "ramp_stages": args.ramp_stages, **(local or {})}
+
+
+def ramp_title(args):
+    if not args.ramp_steps:
+        return ""
+    return f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
+
+
+def local_title(local):
+    return f", local {local['local_optimizer']}" if local else ""
+
+
 def add_ramp_and_local_args(g):
     """--ramp-steps, --ramp-start, --ramp-stages and --local-optimizer (every example's)."""
     g.add_argument("--ramp-steps", type=int, default=0,
@@ -119,15 +136,13 @@ class CommHook:
             kwargs = {"codec": args.codec, "overlap": not args.no_overlap, "seed": args.seed,
                       "values": args.values, "dense_types": args.dense_types,
                       "exchange": args.exchange, "summed_values": args.summed_values,
-                      "ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
-                      "ramp_stages": args.ramp_stages,
                       "adapt_threshold": args.adapt_threshold,
-                      "dense_warmup_steps": args.dense_warmup_steps}
+                      "dense_warmup_steps": args.dense_warmup_steps,
+                      **ramp_and_local_kwargs(args, local)}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            kwargs.update(local or {})
             self.state = adt.register(ddp, **kwargs)
             self._time_the_hook()
             self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
@@ -139,14 +154,12 @@ class CommHook:
                              else "")
                           + (f", {args.summed_values} sums" if args.summed_values != "fp32"
                              else "")
-                          + (f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
-                             if args.ramp_steps else "")
+                          + ramp_title(args)
                           + (f", adaptive {args.adapt_threshold:g}" if args.adapt_threshold
                              else "")
                           + (f", float32 for the first {args.dense_warmup_steps} steps"
                              if args.dense_warmup_steps else "")
-                          + (f", local {local['local_optimizer']}" if local else "")
-                          + ")")
+                          + local_title(local) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":
