@@ -119,28 +119,26 @@ def run_one(adacomp, model, epochs, name, flags, seed):
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
-    if model == "ddp-example":
+    if model == "ddp-example":  # the hook from this checkout's build
         cmd = [sys.executable, DDP_EXAMPLE, "--procs", "2", "--batch-size", "32",
                "--lr", "0.02", "--epochs", str(epochs), "--seed", str(seed),
                "--eval-every", "32", "--summary-json", tmp] + flags
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(
+            ROOT, "build", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        read = from_example
     else:
         cmd = [adacomp, "train", "--model", model, "--epochs", str(epochs),
                "--seed", str(seed), "--eval-every", "16",
                "--summary-out", tmp] + flags
+        env, read = None, dict
     print("run:", " ".join(cmd), flush=True)
     t0 = time.time()
-    env = None
-    if model == "ddp-example":  # the hook from this checkout's build
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(
-            ROOT, "build", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {proc.stderr[-2000:]}")
     with open(tmp) as f:
-        summary = json.load(f)
-    if model == "ddp-example":
-        summary = from_example(summary)
+        summary = read(json.load(f))
     summary["early_lag"] = {
         "command": cmd[1:], "config": name,
         "date": datetime.date.today().isoformat(), "machine": machine(),
