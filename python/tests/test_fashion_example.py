@@ -6,6 +6,7 @@ that need the AdaComp hook are refused without it, before any rank starts."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,10 @@ class EarlyEvalTest(unittest.TestCase):
         if cls.proc.returncode == 0 and os.path.exists(path):
             with open(path) as f:
                 cls.summary = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self):
         self.assertIsNotNone(self.summary, self.proc.stdout[-2000:] + self.proc.stderr[-2000:])
