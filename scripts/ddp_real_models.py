@@ -17,7 +17,11 @@ bytes each host's interface sent. report: per hook and link, time per step (and
 its split), bytes per step, the final accuracy or held-out loss, steps to the
 targets and the time to them = steps x the link's measured time per step (the
 accuracy runs' own step times are loopback's); plus a check of that estimate on
-one configuration (a whole schedule run on the cluster, `speed --full`).
+one configuration (a whole schedule run on the cluster, `speed --full`), both for
+the steps timed from the start and for those timed after a mid-schedule
+checkpoint (`speed --from-step K`: the state at step K is trained on loopback
+first, then the cluster times the steps after it, whose frames are nearer the
+run's average than the first steps' are).
 
 The schedules (sized for 2 shared cores; say so wherever a figure is quoted):
 - resnet18: 4 processes x batch 16, 150 steps (9,600 images, 0.16 epoch), SGD
@@ -206,6 +210,32 @@ def cluster_up(name, hosts, link):
         raise RuntimeError(f"{shlex.join(cmd)}: exit {r.returncode}: {(r.stdout + r.stderr).strip()}")
 
 
+def checkpoint_dir(args, tag):
+    return os.path.join(args.checkpoint_root, tag)
+
+
+def make_checkpoint(args, model, hook, hosts, ckdir):
+    """The state at step --from-step of the speed run's schedule, trained on loopback
+    (hosts processes), for a speed run that times the steps after it: the frames of the
+    first steps are larger than the run's average, so steps timed from step 0 overstate
+    a compressed hook's time per step."""
+    k = args.from_step
+    if os.path.exists(os.path.join(ckdir, f"step-{k:08d}.rank0.pt")):
+        return
+    m = MODELS[model]
+    cmd = ([PYTHON, os.path.join(args.examples, m["script"]), "--procs", str(hosts)] +
+           m["args"] + hook_args(hook, model) + m["speed_args"] +
+           (["--powersgd-start-iter", "2"] if hook.startswith("powersgd") else []) +
+           ["--max-steps", str(k), "--warmup-steps", "2", "--checkpoint-dir", ckdir,
+            "--checkpoint-every", str(k)])
+    log(f"checkpoint at step {k} for {model} {hook} (loopback) ...")
+    env = dict(os.environ, PYTHONPATH=args.pythonpath, OMP_NUM_THREADS="1")
+    rc, out, wall = run_logged(cmd, args.timeout, env)
+    if rc != 0:
+        raise SystemExit(f"checkpoint run failed (exit {rc}): {' / '.join(error_lines(out))}")
+    log(f"  done in {wall:.0f} s")
+
+
 def speed(args):
     outdir = os.path.join(args.out, "speed")
     os.makedirs(outdir, exist_ok=True)
@@ -218,12 +248,17 @@ def speed(args):
             todo = []
             for model in models:
                 for hook in hooks:
-                    tag = f"{model}_{hook}_P{hosts}_{link}" + ("_full" if args.full else "")
+                    tag = f"{model}_{hook}_P{hosts}_{link}" + (
+                        "_full" if args.full else
+                        f"_from{args.from_step}" if args.from_step else "")
                     path = os.path.join(outdir, tag + ".json")
                     if not os.path.exists(path):
                         todo.append((model, hook, path, tag))
             if not todo:
                 continue
+            if args.from_step:  # on loopback, before the cluster is up
+                for model, hook, path, tag in todo:
+                    make_checkpoint(args, model, hook, hosts, checkpoint_dir(args, tag))
             cluster_up(args.cluster_name, hosts, link)
             try:
                 for model, hook, path, tag in todo:
@@ -237,6 +272,12 @@ def speed(args):
                                                       "--warmup-steps", "2"]
                         if hook.startswith("powersgd"):
                             example += ["--powersgd-start-iter", "2"]
+                    if args.from_step:  # the steps after a mid-schedule checkpoint
+                        k = args.from_step
+                        example[example.index("--max-steps") + 1] = str(k + args.steps)
+                        example[example.index("--warmup-steps") + 1] = str(k + 2)
+                        example += ["--checkpoint-dir", checkpoint_dir(args, tag),
+                                    "--resume", str(k)]
                     cmd = [CLUSTER, "--name", args.cluster_name, "run", "--each", "--timeout",
                            str(args.timeout), "--port", str(port), "--logs", logs, "--",
                            "env", f"PYTHONPATH={args.pythonpath}", "OMP_NUM_THREADS=1",
@@ -283,6 +324,11 @@ def main():
                     help="speed: steps per run (the first 2, PowerSGD's first 4, untimed)")
     ap.add_argument("--full", action="store_true",
                     help="speed: run the whole schedule (to check the time-to-target estimate)")
+    ap.add_argument("--from-step", type=int, default=0,
+                    help="speed: time the --steps steps after a checkpoint of this step "
+                         "(trained on loopback first) instead of the schedule's first steps")
+    ap.add_argument("--checkpoint-root", default="/tmp/ddp_real_checkpoints",
+                    help="speed --from-step: where the checkpoints go (one folder per run)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     ap.add_argument("--cluster-name", default="ddpr")
     ap.add_argument("--port", type=int, default=29710)
@@ -298,6 +344,8 @@ def main():
     for h in args.hooks.split(","):
         if h not in HOOKS:
             ap.error(f"unknown hook {h!r}; one of {', '.join(HOOKS)}")
+    if args.from_step and (args.full or args.from_step < 0):
+        ap.error("--from-step: a positive step, and not with --full")
     if args.part == "accuracy":
         accuracy(args)
     elif args.part == "speed":

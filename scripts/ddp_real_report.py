@@ -281,17 +281,27 @@ def check_estimate(spd):
     for k, full in sorted(spd.items()):
         if not k.endswith("_full"):
             continue
-        short = spd.get(k[:-len("_full")])
-        if short is None:
-            continue
+        base = k[:-len("_full")]
         measured = full["wall_s"] - sum(e.get("eval_s", 0.0) for e in full["evals"])
-        predicted = full["steps"] * short["step_time_mean_s"]
-        out.append(f"The time-to-target estimate checked on one configuration ({k[:-5]}): the "
+        shorts = [(f"the {spd[base]['timed_steps']} steps timed from the start "
+                   f"({spd[base]['step_time_mean_s']:.3f} s/step)", spd[base])] if base in spd else []
+        for j in sorted(j for j in spd if j.startswith(base + "_from")):
+            shorts.append((f"the {spd[j]['timed_steps']} steps timed after a checkpoint of "
+                           f"step {j[len(base) + 5:]} ({spd[j]['step_time_mean_s']:.3f} "
+                           f"s/step)", spd[j]))
+        if not shorts:
+            continue
+        out.append(f"The time-to-target estimate checked on one configuration ({base}): the "
                    f"whole {full['steps']}-step schedule on the cluster trained for "
                    f"{measured:.0f} s (wall clock {full['wall_s']:.0f} s less "
-                   f"{full['wall_s'] - measured:.0f} s of evaluations); {full['steps']} steps x "
-                   f"the short run's {short['step_time_mean_s']:.3f} s/step predicts "
-                   f"{predicted:.0f} s, {100 * (predicted - measured) / measured:+.1f} %.\n")
+                   f"{full['wall_s'] - measured:.0f} s of evaluations). {full['steps']} steps "
+                   f"x the time per step of a short run predicts it (target: within 10 %):\n")
+        for what, short in shorts:
+            predicted = full["steps"] * short["step_time_mean_s"]
+            err = 100 * (predicted - measured) / measured
+            out.append(f"- {what}: {predicted:.0f} s, {err:+.1f} % "
+                       f"({'met' if abs(err) <= 10 else 'missed'})")
+        out.append("")
     return out
 
 
