@@ -300,7 +300,7 @@ def check_estimate(spd):
             predicted = full["steps"] * short["step_time_mean_s"]
             err = 100 * (predicted - measured) / measured
             out.append(f"- {what}: {predicted:.0f} s, {err:+.1f} % "
-                       f"({'met' if abs(err) <= 10 else 'missed'})")
+                       f"({'met' if abs(round(err, 1)) <= 10 else 'missed'})")
         out.append("")
     return out
 

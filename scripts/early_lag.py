@@ -101,6 +101,26 @@ def configs(model):
     return DDP_CONFIGS if model == "ddp-example" else CONFIGS
 
 
+def cell_parts(cell):
+    """A cell of the grid of docs/results.md: "MODEL" (SGD with momentum, the
+    trainer's default) or "MODEL-adam". Returns the trainer's model and the
+    optimizer's flags."""
+    if cell.endswith("-adam"):
+        return cell[:-len("-adam")], ["--optimizer", "adam"]
+    return cell, []
+
+
+# What a cell is scored on: (summary key, higher is better, unit, how a gap is
+# printed from the difference of the means, tolerance of a gap). char-lstm is
+# scored on the test loss in nats per character, as in docs/results.md.
+ACCURACY = ("test_accuracy", True, "pt", lambda d: f"{100 * d:+.2f} pt", 0.01)
+LOSS = ("test_loss", False, "nats", lambda d: f"{-d:+.3f}", 0.05)
+
+
+def metric(cell):
+    return LOSS if cell_parts(cell)[0] == "char-lstm" else ACCURACY
+
+
 def doc_path(model):
     return DOC if model == "mnist-cnn" else os.path.join(ROOT, "docs", f"early-lag-{model}.md")
 
@@ -127,9 +147,10 @@ def run_one(adacomp, model, epochs, name, flags, seed):
             ROOT, "build", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
         read = from_example
     else:
-        cmd = [adacomp, "train", "--model", model, "--epochs", str(epochs),
+        trainer_model, optimizer = cell_parts(model)
+        cmd = [adacomp, "train", "--model", trainer_model, "--epochs", str(epochs),
                "--seed", str(seed), "--eval-every", "16",
-               "--summary-out", tmp] + flags
+               "--summary-out", tmp] + optimizer + flags
         env, read = None, dict
     print("run:", " ".join(cmd), flush=True)
     t0 = time.time()
@@ -146,7 +167,7 @@ def run_one(adacomp, model, epochs, name, flags, seed):
     with open(tmp, "w") as f:
         json.dump(summary, f)
     os.replace(tmp, path)
-    print(f"  {name} seed {seed}: {summary['test_accuracy']:.4f} in "
+    print(f"  {name} seed {seed}: {metric(model)[0]} {summary[metric(model)[0]]:.4f} in "
           f"{time.time() - t0:.0f} s", flush=True)
 
 
@@ -168,25 +189,25 @@ def from_example(ex):
                               for e in ex["evals"]]}
 
 
-def curve(summary):
-    """(step, accuracy) of every evaluation, in step order, one per step."""
+def curve(summary, key="test_accuracy"):
+    """(step, metric) of every evaluation, in step order, one per step."""
     seen = {}
     for e in summary["epoch_metrics"]:
-        seen[e["step"]] = e["test_accuracy"]
+        seen[e["step"]] = e[key]
     return sorted(seen.items())
 
 
-def steps_to(summary, target):
-    for step, acc in curve(summary):
-        if acc >= target:
+def steps_to(summary, target, key="test_accuracy", higher=True):
+    for step, v in curve(summary, key):
+        if (v >= target) if higher else (v <= target):
             return step
     return None
 
 
-def epoch_ends(summary):
+def epoch_ends(summary, key="test_accuracy"):
     per = summary["steps_per_epoch"]
-    acc = dict(curve(summary))
-    return [acc.get(per * (e + 1)) for e in range(int(summary["epochs"]))]
+    values = dict(curve(summary, key))
+    return [values.get(per * (e + 1)) for e in range(int(summary["epochs"]))]
 
 
 def load(model, seeds):
@@ -206,34 +227,79 @@ def fmt_steps(values):
     return ", ".join("-" if v is None else str(v) for v in values)
 
 
-def report(model, seeds, full_epochs):
+def cell_stats(model, seeds, full_epochs):
+    """The figures of one cell: the target (dense's metric after one epoch, mean over
+    seeds), and per config present: steps to it per seed, their mean and ratio to
+    dense's, the gap to dense at each epoch end with its tolerance, bytes per step and
+    the whole-run rate against the default's. None without dense and default runs."""
     runs = load(model, seeds)
     if "dense" not in runs or "adacomp" not in runs:
-        sys.exit("no dense and default runs to report yet")
+        return None
+    key, higher, _, _, tol_min = metric(model)
     dense = runs["dense"]
     per = dense[0]["steps_per_epoch"]
-    target = statistics.mean(epoch_ends(s)[0] for s in dense)
-    dense_steps = [steps_to(s, target) for s in dense]
-    dense_mean = statistics.mean(v if v is not None else per * 99
-                                 for v in dense_steps)
-    default_bytes = statistics.mean(s["bytes_sent"] / s["steps"]
-                                    for s in runs["adacomp"])
+    target = statistics.mean(epoch_ends(s, key)[0] for s in dense)
+    dense_steps = [steps_to(s, target, key, higher) for s in dense]
+    dense_mean = statistics.mean(v if v is not None else per * 99 for v in dense_steps)
+    default_bytes = statistics.mean(s["bytes_sent"] / s["steps"] for s in runs["adacomp"])
     n_epochs = int(min(s["epochs"] for r in runs.values() for s in r))
-    # Every machine the runs were made on, with their dates, and which runs were where
-    # when there were several.
+    dense_ends = [epoch_ends(s, key) for s in dense]
+    rows = []
+    for name, _, label in configs(model):
+        if name not in runs:
+            continue
+        rs = runs[name]
+        st = [steps_to(s, target, key, higher) for s in rs]
+        mean = statistics.mean(st) if None not in st else None
+        gaps = []
+        for e in range(n_epochs):
+            mine = [epoch_ends(s, key)[e] for s in rs]
+            theirs = [d[e] for d in dense_ends]
+            diff = statistics.mean(mine) - statistics.mean(theirs)
+            tol = max(tol_min, max(mine) - min(mine), max(theirs) - min(theirs))
+            behind = -diff if higher else diff
+            gaps.append((diff, tol, name != "dense" and behind > tol))
+        full_steps = per * full_epochs
+        full_bytes = (statistics.mean(s["bytes_sent"] for s in rs)
+                      + default_bytes * (full_steps - statistics.mean(s["steps"] for s in rs)))
+        rows.append({"name": name, "label": label, "seeds": len(rs), "steps": st,
+                     "mean": mean, "ratio": mean / dense_mean if mean is not None else None,
+                     "gaps": gaps,
+                     "bytes_per_step": statistics.mean(s["bytes_sent"] / s["steps"] for s in rs),
+                     "rate_vs": default_bytes * full_steps / full_bytes})
+    return {"runs": runs, "target": target, "per": per, "n_epochs": n_epochs,
+            "dense_mean": dense_mean, "rows": rows}
+
+
+def measured_on(runs):
+    """Every machine the runs were made on, with their dates, and which runs were where
+    when there were several."""
     where = {}
     for name, rs in runs.items():
         for s in rs:
             names = where.setdefault((s["early_lag"]["machine"], s["early_lag"]["date"]), [])
             if name not in names:
                 names.append(name)
-    measured = "; ".join(f"{m} ({d})" + (f": {', '.join(names)}" if len(where) > 1 else "")
-                         for (m, d), names in sorted(where.items(), key=lambda kv: kv[0][1]))
+    return "; ".join(f"{m} ({d})" + (f": {', '.join(names)}" if len(where) > 1 else "")
+                     for (m, d), names in sorted(where.items(), key=lambda kv: kv[0][1]))
+
+
+def fmt_target(model, target):
+    return f"{100 * target:.2f}%" if metric(model)[1] else f"{target:.3f} nats/char"
+
+
+def report(model, seeds, full_epochs):
+    st = cell_stats(model, seeds, full_epochs)
+    if st is None:
+        sys.exit("no dense and default runs to report yet")
+    runs, target, per, n_epochs = st["runs"], st["target"], st["per"], st["n_epochs"]
+    key, higher, unit, fmt_gap, tol_min = metric(model)
+    trainer_model, optimizer = cell_parts(model)
     lines = [
         f"# The early lag: {model}",
         "",
         "Generated by `scripts/early_lag.py"
-        + (" --model ddp-example" if model == "ddp-example" else "") + "` from "
+        + (f" --model {model}" if model != "mnist-cnn" else "") + "` from "
         f"`results/early_lag/{model}/*.json`; rerun it to regenerate.",
         "",
         (f"`examples/ddp_fashion_mnist.py` through DDP: 2 processes on Gloo, 32 "
@@ -241,63 +307,46 @@ def report(model, seeds, full_epochs):
          "steps each), every run scored on all 10,000 test images every 32 steps "
          "and at each epoch end"
          if model == "ddp-example" else
-         f"In-process `adacomp train --model {model}`: 4 learners, global "
+         f"In-process `adacomp train --model {trainer_model}"
+         + (" --optimizer adam" if optimizer else "") + "`: 4 learners, global "
          f"batch 128, {n_epochs} epochs ({per} steps each) at the default "
-         "learning rate, every run scored on all 10,000 test images every 16 "
+         "learning rate, every run scored on the whole test set every 16 "
          "steps and at each epoch end")
-        + f"; seeds {', '.join(map(str, seeds))}. Measured on {measured}.",
+        + f"; seeds {', '.join(map(str, seeds))}. Measured on {measured_on(runs)}.",
         "",
-        f"Target: dense's test accuracy after one epoch, mean over seeds: "
-        f"**{100 * target:.2f}%**. Steps to it: the first evaluation at or "
-        "above it. The issue's target is at most 1.15x dense's steps.",
+        f"Target: dense's test {'accuracy' if higher else 'loss'} after one epoch, "
+        f"mean over seeds: **{fmt_target(model, target)}**. Steps to it: the first "
+        f"evaluation at or {'above' if higher else 'below'} it. The issue's target is "
+        "at most 1.15x dense's steps.",
         "",
         "| run | seeds | steps to the target | mean | vs dense | "
         + " | ".join(f"gap ep {e + 1}" for e in range(n_epochs))
         + f" | bytes/step | rate over {full_epochs} epochs vs default |",
         "|---|---|---|---|---|" + "---|" * n_epochs + "---|---|",
     ]
-    dense_ends = [epoch_ends(s) for s in dense]
     verdicts = []
-    for name, _, label in configs(model):
-        if name not in runs:
-            continue
-        rs = runs[name]
-        st = [steps_to(s, target) for s in rs]
-        reached = [v for v in st if v is not None]
-        mean = statistics.mean(reached) if len(reached) == len(st) else None
-        ratio = mean / dense_mean if mean is not None else None
-        gaps = []
-        for e in range(n_epochs):
-            mine = [epoch_ends(s)[e] for s in rs]
-            theirs = [d[e] for d in dense_ends]
-            gap = 100 * (statistics.mean(mine) - statistics.mean(theirs))
-            spread = 100 * max(max(mine) - min(mine),
-                               max(theirs) - min(theirs))
-            tol = max(1.0, spread)
-            bold = "**" if name != "dense" and gap < -tol else ""
-            gaps.append(f"{bold}{gap:+.2f} pt{bold}")
-        bps = statistics.mean(s["bytes_sent"] / s["steps"] for s in rs)
-        steps_run = statistics.mean(s["steps"] for s in rs)
-        full_steps = per * full_epochs
-        full_bytes = (statistics.mean(s["bytes_sent"] for s in rs)
-                      + default_bytes * (full_steps - steps_run))
-        rate_vs = default_bytes * full_steps / full_bytes
+    for r in st["rows"]:
+        gaps = [("**" if bold else "") + fmt_gap(diff) + ("**" if bold else "")
+                for diff, _, bold in r["gaps"]]
         lines.append(
-            f"| {label} | {len(rs)} | {fmt_steps(st)} | "
-            + (f"{mean:.0f}" if mean is not None else "not reached") + " | "
-            + (f"{ratio:.2f}x" if ratio is not None else "-") + " | "
-            + " | ".join(gaps) + f" | {bps / 1e3:.1f} kB | "
-            + ("1 (dense)" if name == "dense" else f"{rate_vs:.2f}x") + " |")
-        if name != "dense" and ratio is not None:
+            f"| {r['label']} | {r['seeds']} | {fmt_steps(r['steps'])} | "
+            + (f"{r['mean']:.0f}" if r["mean"] is not None else "not reached") + " | "
+            + (f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-") + " | "
+            + " | ".join(gaps) + f" | {r['bytes_per_step'] / 1e3:.1f} kB | "
+            + ("1 (dense)" if r["name"] == "dense" else f"{r['rate_vs']:.2f}x") + " |")
+        if r["name"] != "dense" and r["ratio"] is not None:
             verdicts.append(
-                f"- {label}: {ratio:.2f}x dense's steps "
-                f"({'met' if ratio <= 1.15 else 'missed'}); whole-run rate "
-                f"{rate_vs:.2f}x the default's "
-                f"({'met' if rate_vs >= 0.8 else 'missed'}, target 0.8x).")
+                f"- {r['label']}: {r['ratio']:.2f}x dense's steps "
+                f"({'met' if r['ratio'] <= 1.15 else 'missed'}); whole-run rate "
+                f"{r['rate_vs']:.2f}x the default's "
+                f"({'met' if r['rate_vs'] >= 0.8 else 'missed'}, target 0.8x).")
+    tol_words = "1 point" if higher else f"{tol_min} nats"
     lines += [
         "",
-        "*gap ep N*: mean accuracy over seeds minus dense's at that epoch "
-        "end; **bold** when behind by more than the larger of 1 point and "
+        f"*gap ep N*: mean {'accuracy' if higher else 'loss'} over seeds "
+        f"{'minus' if higher else 'against'} dense's at that epoch end"
+        + ("" if higher else " (negative: AdaComp's loss is higher)")
+        + f"; **bold** when behind by more than the larger of {tol_words} and "
         "the two seed spreads (max - min). *bytes/step*: frames sent by all "
         "learners per step over the measured epochs. *rate over "
         f"{full_epochs} epochs*: the compression rate a {full_epochs}-epoch "
@@ -309,13 +358,14 @@ def report(model, seeds, full_epochs):
         "",
     ] + verdicts + [
         "",
-        f"![test accuracy against steps](img/early_lag_{model}.png)",
+        f"![test {'accuracy' if higher else 'loss'} against steps](img/early_lag_{model}.png)",
         "",
         "Elsewhere: "
         + ("the same measurement in the C++ trainer (docs/early-lag.md), "
            if model == "ddp-example" else
            "the same measurement through the DDP hook (docs/early-lag-ddp-example.md), ")
-        + "the ramp through the DDP hook on ResNet-18 and the GPT "
+        + "every cell of the grid side by side (docs/early-lag-grid.md), "
+        "the ramp through the DDP hook on ResNet-18 and the GPT "
         "(docs/ddp-real-models.md), and whole schedules with and without it on 8 "
         "hosts of the cluster, timed to the end (docs/cluster-schedule.md).",
         "",
@@ -330,28 +380,34 @@ def plot(model, runs, target):
     plt = pyplot()
     if plt is None:
         return
+    key, higher = metric(model)[:2]
+    scale = 100 if higher else 1
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, _, label in configs(model):
         if name not in runs:
             continue
-        curves = [curve(s) for s in runs[name]]
+        curves = [curve(s, key) for s in runs[name]]
         steps = [st for st, _ in curves[0]]
         common = [st for st in steps if all(st in dict(c) for c in curves)]
-        accs = [[dict(c)[st] * 100 for c in curves] for st in common]
+        accs = [[dict(c)[st] * scale for c in curves] for st in common]
         mean = [statistics.mean(a) for a in accs]
         line, = ax.plot(common, mean, label=label, lw=1.4)
         if len(curves) > 1:
             ax.fill_between(common, [min(a) for a in accs],
                             [max(a) for a in accs], alpha=0.15,
                             color=line.get_color(), lw=0)
-    ax.axhline(target * 100, color="gray", ls=":", lw=1,
+    ax.axhline(target * scale, color="gray", ls=":", lw=1,
                label="target: dense after one epoch")
-    ax.set_ylim(max(0, target * 100 - 25), target * 100 + 6)
+    if higher:
+        ax.set_ylim(max(0, target * 100 - 25), target * 100 + 6)
+    else:
+        ax.set_ylim(target - 0.1, target + 0.8)
     ax.set_xlabel("step")
-    ax.set_ylabel("test accuracy (%), 10,000 images")
+    ax.set_ylabel("test accuracy (%), whole test set" if higher
+                  else "test loss (nats/char), whole test set")
     ax.set_title(f"{model}: mean over seeds, band = min to max")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right" if higher else "upper right")
     fig.tight_layout()
     path = os.path.join(ROOT, "docs", "img", f"early_lag_{model}.png")
     fig.savefig(path, dpi=110)

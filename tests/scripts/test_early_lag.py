@@ -1,11 +1,17 @@
 """scripts/early_lag.py on hand-made summaries of examples/ddp_fashion_mnist.py
 (--model ddp-example): from_example gives the report the trainer's fields (the
 evaluations, steps per epoch, the frames of every rank), and the steps to a target
-and the epoch ends are read from them."""
+and the epoch ends are read from them. The grid's cells (scripts/early_lag_grid.py):
+the optimizer of a cell, char-lstm scored on its loss, the bytes sent so far at each
+evaluation, and a cell's figures from hand-made trainer summaries."""
 
+import os
+import tempfile
 import unittest
+from unittest import mock
 
 import early_lag as el
+import early_lag_grid as grid
 
 
 def example(hook_frames, evals, world=2, parameters=1000):
@@ -52,6 +58,99 @@ class FromExampleTest(unittest.TestCase):
         self.assertIs(el.configs("mnist-cnn"), el.CONFIGS)
         self.assertTrue(el.doc_path("mnist-cnn").endswith("docs/early-lag.md"))
         self.assertTrue(el.doc_path("ddp-example").endswith("docs/early-lag-ddp-example.md"))
+
+
+def trainer_run(values, per=10, rate=None, key="test_accuracy", dense_per_step=1000.0):
+    """A trainer summary of len(values) // 2 epochs of `per` steps, evaluated every
+    per / 2 steps with these metric values; `rate`: the end-to-end rate of every
+    evaluation (None: dense)."""
+    steps = per * len(values) // 2
+    metrics = [{"step": (i + 1) * per // 2, key: v,
+                "compression_rate": {"end_to_end": rate or 1.0}}
+               for i, v in enumerate(values)]
+    return {"steps_per_epoch": per, "epochs": steps // per, "steps": steps,
+            "epoch_metrics": metrics, "dense_bytes": dense_per_step * steps,
+            "bytes_sent": dense_per_step * steps / (rate or 1.0),
+            "early_lag": {"machine": "m", "date": "d"}}
+
+
+class GridCellTest(unittest.TestCase):
+    def test_cells_name_model_and_optimizer(self):
+        self.assertEqual(el.cell_parts("fc-dnn"), ("fc-dnn", []))
+        self.assertEqual(el.cell_parts("cifar-cnn-adam"), ("cifar-cnn", ["--optimizer", "adam"]))
+        self.assertEqual(el.metric("char-lstm-adam")[0], "test_loss")
+        self.assertFalse(el.metric("char-lstm")[1])
+        self.assertEqual(el.metric("mnist-cnn-adam")[0], "test_accuracy")
+
+    def test_steps_to_a_loss_counts_down(self):
+        s = trainer_run([2.0, 1.8, 1.7, 1.5], key="test_loss")
+        self.assertEqual(el.steps_to(s, 1.75, "test_loss", higher=False), 15)
+        self.assertEqual(el.steps_to(s, 1.8, "test_loss", higher=False), 10)
+        self.assertIsNone(el.steps_to(s, 1.4, "test_loss", higher=False))
+        self.assertEqual(el.epoch_ends(s, "test_loss"), [1.8, 1.5])
+
+    def test_bytes_so_far_restart_each_epoch(self):
+        # Epoch 1: 5 steps at rate 10 then the epoch's 10 steps at rate 5 (so the
+        # second half was dearer); epoch 2: rate 20 over its first 5 steps.
+        s = trainer_run([0.1, 0.2, 0.3, 0.4], per=10)
+        for m, r in zip(s["epoch_metrics"], (10.0, 5.0, 20.0, 20.0)):
+            m["compression_rate"]["end_to_end"] = r
+        got = grid.cumulative_bytes(s)
+        self.assertEqual([t for t, _ in got], [5, 10, 15, 20])
+        self.assertAlmostEqual(got[0][1], 1000 * 5 / 10)
+        self.assertAlmostEqual(got[1][1], 1000 * 10 / 5)
+        self.assertAlmostEqual(got[2][1], 2000 + 1000 * 5 / 20)
+        self.assertAlmostEqual(got[3][1], 2000 + 1000 * 10 / 20)
+
+    def test_cell_figures_of_a_loss_cell(self):
+        runs = {
+            "dense": [trainer_run([2.0, 1.8, 1.6, 1.5], key="test_loss"),
+                      trainer_run([2.0, 1.8, 1.6, 1.5], key="test_loss")],
+            "adacomp": [trainer_run([2.1, 1.9, 1.8, 1.6], rate=100, key="test_loss"),
+                        trainer_run([2.1, 1.9, 1.75, 1.58], rate=100, key="test_loss")],
+            "ramp-128": [trainer_run([2.0, 1.84, 1.6, 1.5], rate=50, key="test_loss"),
+                         trainer_run([2.0, 1.84, 1.6, 1.5], rate=50, key="test_loss")],
+        }
+        with mock.patch.object(el, "load", return_value=runs):
+            st = el.cell_stats("char-lstm", [1, 2], full_epochs=4)
+        self.assertAlmostEqual(st["target"], 1.8)
+        self.assertEqual(st["dense_mean"], 10)
+        rows = {r["name"]: r for r in st["rows"]}
+        self.assertEqual(rows["adacomp"]["steps"], [15, 15])
+        self.assertAlmostEqual(rows["adacomp"]["ratio"], 1.5)
+        # Loss 0.1 higher at epoch 1: behind, beyond the 0.05 nats tolerance (the
+        # spreads are 0); at epoch 2, 0.09 higher, spread 0.02: still behind.
+        (d1, tol1, bold1), (d2, tol2, bold2) = rows["adacomp"]["gaps"]
+        self.assertAlmostEqual(d1, 0.1)
+        self.assertTrue(bold1)
+        self.assertAlmostEqual(tol2, 0.05)
+        self.assertTrue(bold2)
+        # The ramp is 0.04 behind at epoch 1 (within 0.05) and level at epoch 2.
+        self.assertFalse(rows["ramp-128"]["gaps"][0][2])
+        self.assertFalse(rows["ramp-128"]["gaps"][1][2])
+        # The ramp's whole run: 2 epochs at rate 50, then 2 at the default's 100.
+        full = 20 * 1000 / 50 + 20 * 1000 / 100
+        self.assertAlmostEqual(rows["ramp-128"]["rate_vs"], (40 * 1000 / 100) / full)
+
+    def test_grid_doc_and_verdicts(self):
+        runs = {
+            "dense": [trainer_run([0.70, 0.80, 0.85, 0.86])],
+            "adacomp": [trainer_run([0.60, 0.75, 0.80, 0.86], rate=100)],
+            "ramp-128": [trainer_run([0.72, 0.80, 0.85, 0.86], rate=90)],
+        }
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(el, "load", side_effect=lambda cell, seeds:
+                                  runs if cell == "fc-dnn" else {}), \
+                mock.patch.object(grid, "DOC", os.path.join(tmp, "grid.md")), \
+                mock.patch.object(grid, "plot", lambda stats: None):
+            grid.report(["fc-dnn"], [1])
+            with open(os.path.join(tmp, "grid.md")) as f:
+                doc = f.read()
+        self.assertIn("| fc-dnn | 1 | 80.00% | 10 | 1.50x | 1.00x |", doc)
+        self.assertNotIn("DDP example", doc)  # no runs of it here
+        self.assertIn("**-5.00 pt** / +0.00 pt", doc)
+        self.assertIn("- fc-dnn, ramp: steps 1.00x (met); epoch gaps all within tolerance",
+                      doc)
 
 
 if __name__ == "__main__":
