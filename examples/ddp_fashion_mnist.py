@@ -71,7 +71,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
 from ddp_hooks import (add_ramp_and_local_args, local_title, ramp_and_local_kwargs,  # noqa: E402
-                       ramp_title)
+                       ramp_title, time_the_hook)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -139,19 +139,8 @@ class Hook:
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
             self.state = adt.register(ddp, **kwargs)
-            # Wall time the hook takes on the calling thread (the autograd thread), summed
-            # over a step's buckets: all of compress + exchange + decode without overlap,
-            # compress + posting the messages with it.
             self.hook_time = 0.0
-            exchange = self.state.exchange_bucket
-
-            def timed_exchange(bucket):
-                t = time.perf_counter()
-                try:
-                    return exchange(bucket)
-                finally:
-                    self.hook_time += time.perf_counter() - t
-            self.state.exchange_bucket = timed_exchange
+            time_the_hook(self, self.state)
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
             self.title = (f"AdaComp hook (codec {args.codec}, {mode}" + ramp_title(args)
@@ -197,10 +186,6 @@ class Hook:
         if self.state is not None or self.psgd is not None:
             return after[0] - before[0], after[1] - before[1]
         return self.fixed, 0
-
-
-
-
 
 
 def worker(rank, args):

@@ -120,6 +120,23 @@ def add_ramp_and_local_args(g):
 # ----- the hooks ----------------------------------------------------------------------------
 
 
+def time_the_hook(owner, state):
+    """Adds to owner.hook_time the wall time the AdaComp hook of ``state`` spends on the
+    calling (autograd) thread, summed over a step's buckets: compress and post with
+    overlap, the whole exchange and decode without it."""
+    exchange = getattr(state, "exchange_bucket", None)
+    if exchange is None:
+        return
+
+    def timed_exchange(bucket):
+        t = time.perf_counter()
+        try:
+            return exchange(bucket)
+        finally:
+            owner.hook_time += time.perf_counter() - t
+    state.exchange_bucket = timed_exchange
+
+
 class CommHook:
     """The communication hook of a run, its byte counter and its checkpoint state."""
 
@@ -144,7 +161,7 @@ class CommHook:
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
             self.state = adt.register(ddp, **kwargs)
-            self._time_the_hook()
+            time_the_hook(self, self.state)
             self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
                           f"{'no overlap' if args.no_overlap else 'overlap'}"
                           + (f", bin_size {args.bin_size}" if args.bin_size else "")
@@ -188,21 +205,6 @@ class CommHook:
                               f"{ring:g} x that per rank)")
         self.untimed = args.warmup_steps + (args.powersgd_start_iter
                                             if self.kind == "powersgd" else 0)
-
-    def _time_the_hook(self):
-        """Sums the wall time the AdaComp hook spends on the calling thread (compress and
-        post; without overlap, the whole exchange too)."""
-        exchange = getattr(self.state, "exchange_bucket", None)
-        if exchange is None:
-            return
-
-        def timed_exchange(bucket):
-            t = time.perf_counter()
-            try:
-                return exchange(bucket)
-            finally:
-                self.hook_time += time.perf_counter() - t
-        self.state.exchange_bucket = timed_exchange
 
     def cpu_seconds(self):
         """The AdaComp hook's CPU seconds so far (every thread), 0 for the others."""
