@@ -132,6 +132,28 @@ class GridCellTest(unittest.TestCase):
         full = 20 * 1000 / 50 + 20 * 1000 / 100
         self.assertAlmostEqual(rows["ramp-128"]["rate_vs"], (40 * 1000 / 100) / full)
 
+    def test_windows_of_the_first_epoch(self):
+        # Evaluations every 5 steps of 10-step epochs: the first window holds step 5
+        # only (0 < step <= 4), none; (0.4, 1.16] holds 5 and 10.
+        s = trainer_run([0.5, 0.7, 0.8, 0.9])
+        self.assertIsNone(el.window_mean(s, 0.0, 0.4))
+        self.assertAlmostEqual(el.window_mean(s, 0.4, 1.16), 0.6)
+        s = trainer_run([0.5, 0.7, 0.8, 0.9], per=20)  # evaluations every 10 steps
+        self.assertAlmostEqual(el.window_mean(s, 0.0, 0.5), 0.5)
+
+    def test_windows_reading_picks_by_rate(self):
+        st = {"rows": [
+            {"name": "dense", "windows": [0.0, 0.0], "rate_vs": 1, "label": "dense"},
+            {"name": "adacomp", "windows": [-0.04, -0.02], "rate_vs": 1.0, "label": "default"},
+            {"name": "cheap", "windows": [-0.01, -0.03], "rate_vs": 0.9, "label": "cheap"},
+            {"name": "dear", "windows": [0.0, -0.005], "rate_vs": 0.1, "label": "dear"}]}
+        text = "\n".join(el.windows_reading(st, el.ACCURACY[3]))
+        self.assertIn("- epoch 0-0.4: the default -4.00 pt; at 0.8x the default's rate or "
+                      "more, at best -1.00 pt (cheap); below that rate, at best +0.00 pt "
+                      "(dear, 0.10x the default's rate).", text)
+        self.assertIn("- epoch 0.4-1.16: the default -2.00 pt; at 0.8x the default's rate "
+                      "or more, at best -2.00 pt (default)", text)
+
     def test_grid_doc_and_verdicts(self):
         runs = {
             "dense": [trainer_run([0.70, 0.80, 0.85, 0.86])],
