@@ -95,11 +95,17 @@ def cell_row(cell, st):
             return "-"
         return "not reached" if r["ratio"] is None else f"{r['ratio']:.2f}x"
 
-    seeds = min(r["seeds"] for r in st["rows"])
+    def windows(name):
+        r = rows.get(name)
+        if r is None or None in r["windows"]:
+            return "-"
+        return " / ".join(fmt_gap(w) for w in r["windows"])
+
+    seeds = min(r["seeds"] for r in st["rows"] if r["name"] in RUNS)
     ramp = rows.get(RAMP)
     return (f"| {cell} | {seeds} | {early_lag.fmt_target(cell, st['target'])} | "
             f"{st['dense_mean']:.0f} | {ratio('adacomp')} | {ratio(RAMP)} | "
-            f"{gaps('adacomp')} | {gaps(RAMP)} | "
+            f"{gaps('adacomp')} | {gaps(RAMP)} | {windows('adacomp')} | {windows(RAMP)} | "
             + (f"{ramp['rate_vs']:.2f}x" if ramp else "-") + " |")
 
 
@@ -129,8 +135,9 @@ def report(cells, seeds):
         "",
         "| cell | seeds | target: dense after 1 epoch | dense's steps to it | default: steps "
         "vs dense | ramp: steps vs dense | default: gap ep 1 / ep 2 | ramp: gap ep 1 / ep 2 "
+        "| default: mean gap, epoch 0-0.4 / 0.4-1.16 | ramp: the same "
         "| ramp: whole-run rate vs default |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in stats:
         lines.append(cell_row(cell, stats[cell]))
@@ -145,7 +152,9 @@ def report(cells, seeds):
         "on every image cell. *gap*: the mean over seeds against dense's at that epoch "
         "end, accuracy points (char-lstm: nats per character, negative when its loss is "
         "higher); **bold** when behind by more than the larger of 1 point (0.05 nats) and "
-        "the seed spreads. *whole-run rate*: the compression rate the full-length run of "
+        "the seed spreads. *mean gap, epoch a-b*: the metric averaged over the evaluations in "
+        "that part of the run, against dense's (steadier than the crossing step). "
+        "*whole-run rate*: the compression rate the full-length run of "
         "docs/results.md would have with the ramp (these epochs' bytes, then the "
         "default's per step), over the default's; the issue asks at least 0.8x.",
         "",
@@ -182,10 +191,18 @@ def plot(stats):
     if plt is None:
         return
     cells = [c for c in stats if c != "ddp-example"]
-    fig, axes = plt.subplots(2, len(cells), figsize=(3.2 * len(cells), 6.2), squeeze=False)
+    cols = min(4, len(cells))
+    groups = (len(cells) + cols - 1) // cols  # each group: a row of steps, one of bytes
+    fig, grid_axes = plt.subplots(2 * groups, cols, figsize=(3.3 * cols, 3.1 * 2 * groups),
+                                  squeeze=False)
+    for k in range(len(cells), groups * cols):  # unused places in the last group
+        grid_axes[2 * (groups - 1)][k % cols].axis("off")
+        grid_axes[2 * (groups - 1) + 1][k % cols].axis("off")
     colors = {"dense": "tab:gray", "adacomp": "tab:blue", RAMP: "tab:orange"}
     labels = {"dense": "dense", "adacomp": "AdaComp, fixed L_T", RAMP: "AdaComp, ramp"}
-    for col, cell in enumerate(cells):
+    for i, cell in enumerate(cells):
+        col = i % cols
+        axes = grid_axes[2 * (i // cols):2 * (i // cols) + 2]
         st = stats[cell]
         key, higher = early_lag.metric(cell)[:2]
         scale = 100 if higher else 1
@@ -216,7 +233,7 @@ def plot(stats):
         if col == 0:
             axes[0][col].set_ylabel("test accuracy (%) or loss", fontsize=8)
             axes[1][col].set_ylabel("the same against bytes", fontsize=8)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    grid_axes[0][0].legend(fontsize=7, loc="lower right")
     fig.suptitle("The early lag: mean over seeds; dotted: dense after one epoch "
                  "(char-lstm: loss, lower is better)", fontsize=10)
     fig.tight_layout()
