@@ -12,7 +12,7 @@ end, for seeds 1, 2, 3:
   adapt     the default with the adaptive bin size (--adapt-threshold 0.5)
   local-fc  the default with momentum correction on the fc weights
             (--local-optimizer-types fc)
-  local     the default with momentum correction on every tensor
+  local     the default with the optimizer's moments on each learner
             (--local-optimizer)
   l8, l8-fp32  L_T 8 for every tensor throughout, ternary and with float32
             values: what removing the lag costs (not schedules)
@@ -88,7 +88,8 @@ CONFIGS = [
     ("local-fc", ["--local-optimizer-types", "fc"],
      "AdaComp, momentum correction on the fc weights (--local-optimizer-types fc)"),
     ("local", ["--local-optimizer"],
-     "AdaComp, momentum correction on every tensor (--local-optimizer)"),
+     "AdaComp, the optimizer's moments on each learner (--local-optimizer: SGD's velocity "
+     "with momentum correction, or Adam's step)"),
     # What the lag costs to remove: light compression throughout, ternary and with the
     # selected values sent as float32 (not schedules: their rates are far below 0.8x).
     ("l8", ["--bin-size", "8"], "AdaComp, fixed L_T 8 for every tensor (--bin-size 8)"),
@@ -181,7 +182,8 @@ def run_one(adacomp, model, epochs, name, flags, seed):
     with open(tmp, "w") as f:
         json.dump(summary, f)
     os.replace(tmp, path)
-    print(f"  {name} seed {seed}: {metric(model)[0]} {summary[metric(model)[0]]:.4f} in "
+    key = metric(model)[0]
+    print(f"  {name} seed {seed}: {key} {curve(summary, key)[-1][1]:.4f} in "
           f"{time.time() - t0:.0f} s", flush=True)
 
 

@@ -159,20 +159,27 @@ class GridCellTest(unittest.TestCase):
             "dense": [trainer_run([0.70, 0.80, 0.85, 0.86])],
             "adacomp": [trainer_run([0.60, 0.75, 0.80, 0.86], rate=100)],
             "ramp-128": [trainer_run([0.72, 0.80, 0.85, 0.86], rate=90)],
+            "local": [trainer_run([0.70, 0.79, 0.85, 0.86], rate=95)],
         }
         with tempfile.TemporaryDirectory() as tmp, \
                 mock.patch.object(el, "load", side_effect=lambda cell, seeds:
-                                  runs if cell == "fc-dnn" else {}), \
+                                  runs if cell in ("fc-dnn", "fc-dnn-adam") else {}), \
                 mock.patch.object(grid, "DOC", os.path.join(tmp, "grid.md")), \
                 mock.patch.object(grid, "plot", lambda stats: None):
-            grid.report(["fc-dnn"], [1])
+            grid.report(["fc-dnn", "fc-dnn-adam"], [1])
             with open(os.path.join(tmp, "grid.md")) as f:
                 doc = f.read()
-        self.assertIn("| fc-dnn | 1 | 80.00% | 10 | 1.50x | 1.00x |", doc)
+        self.assertIn("| fc-dnn | default | 1 | 80.00% | 10 | 1.50x | **-5.00 pt** / "
+                      "+0.00 pt |", doc)
+        self.assertIn("| fc-dnn | ramp | 1 | 80.00% | 10 | 1.00x | +0.00 pt / +0.00 pt |", doc)
+        # The local optimizer is a run of the Adam cells only.
+        self.assertNotIn("| fc-dnn | local optimizer |", doc)
+        self.assertIn("| fc-dnn-adam | local optimizer | 1 | 80.00% | 10 | 1.50x |", doc)
         self.assertNotIn("DDP example", doc)  # no runs of it here
-        self.assertIn("**-5.00 pt** / +0.00 pt", doc)
-        self.assertIn("- fc-dnn, ramp: steps 1.00x (met); epoch gaps all within tolerance",
-                      doc)
+        self.assertIn("- fc-dnn, ramp: steps 1.00x (met); epoch gaps all within tolerance; "
+                      "whole-run rate 0.98x (met).", doc)
+        self.assertIn("- fc-dnn, default: steps 1.50x (missed); epoch gaps beyond tolerance "
+                      "at epoch 1.", doc)
 
 
 if __name__ == "__main__":
