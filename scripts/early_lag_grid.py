@@ -27,6 +27,7 @@ sweep has every cell. Standard library, plus matplotlib for the plot.
 """
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -81,6 +82,25 @@ def cumulative_bytes(summary):
     return out
 
 
+def full_run_rate(cell, name):
+    """For a run used the whole way (the local optimizer): its full-length rate over the
+    default's, measured in docs/results.md's runs (results/full, seed 1), or None."""
+    if name != LOCAL:
+        return None
+    model, opt = early_lag.cell_parts(cell)
+    opt = "adam" if opt else "sgd"
+    stem = os.path.join(ROOT, "results", "full",
+                        f"{model}_adacomp_{opt}_P4_B128_e{FULL_EPOCHS[model]}_s1")
+    try:
+        with open(stem + "_local.json") as f:
+            local = json.load(f)["compression_rate"]["end_to_end"]
+        with open(stem + ".json") as f:
+            default = json.load(f)["compression_rate"]["end_to_end"]
+    except (OSError, KeyError, ValueError):
+        return None
+    return local / default
+
+
 def runs_of(cell):
     """The runs of a cell: dense, the default and the ramp; Adam cells also the local
     optimizer (each learner's Adam step compressed)."""
@@ -99,7 +119,10 @@ def cell_rows(cell, st):
         windows = ("-" if None in r["windows"]
                    else " / ".join(fmt_gap(w) for w in r["windows"]))
         ratio = "not reached" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        rate = "1 (the default)" if r["name"] == "adacomp" else f"{r['rate_vs']:.2f}x"
+        full = full_run_rate(cell, r["name"])
+        rate = ("1 (the default)" if r["name"] == "adacomp" else
+                f"{full:.2f}x (measured over the full run)" if full is not None else
+                f"{r['rate_vs']:.2f}x")
         out.append(f"| {cell} | {SHORT[r['name']]} | {r['seeds']} | "
                    f"{early_lag.fmt_target(cell, st['target'])} | {st['dense_mean']:.0f} | "
                    f"{ratio} | {gaps} | {windows} | {rate} |")
@@ -115,12 +138,13 @@ def verdict(cell, r):
     else:
         steps += " (not an image cell: no steps target)"
     behind = [i + 1 for i, (_, _, bold) in enumerate(r["gaps"]) if bold]
+    rate = full_run_rate(cell, r["name"])
+    rate = r["rate_vs"] if rate is None else rate
     return (f"- {cell}, {SHORT[r['name']]}: steps {steps}; epoch gaps "
             + ("all within tolerance" if not behind else
                "beyond tolerance at epoch " + ", ".join(map(str, behind)))
-            + (f"; whole-run rate {r['rate_vs']:.2f}x "
-               f"({'met' if r['rate_vs'] >= 0.8 else 'missed'})" if r["name"] != "adacomp"
-               else "") + ".")
+            + (f"; whole-run rate {rate:.2f}x ({'met' if rate >= 0.8 else 'missed'})"
+               if r["name"] != "adacomp" else "") + ".")
 
 
 def report(cells, seeds):
@@ -171,7 +195,9 @@ def report(cells, seeds):
         "that part of the run, against dense's (steadier than the crossing step). "
         "*whole-run rate*: the compression rate the full-length run of docs/results.md "
         "would have with this run's first epochs (their bytes, then the default's per "
-        "step), over the default's; the issue asks at least 0.8x.",
+        "step), over the default's; the issue asks at least 0.8x. The local optimizer "
+        "stays on for the whole run, so its rate is the one docs/results.md measured over "
+        "the full length (results/full, seed 1) where that run exists.",
         "",
         "Against the issue's targets:",
         "",

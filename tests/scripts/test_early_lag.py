@@ -5,6 +5,7 @@ and the epoch ends are read from them. The grid's cells (scripts/early_lag_grid.
 the optimizer of a cell, char-lstm scored on its loss, the bytes sent so far at each
 evaluation, and a cell's figures from hand-made trainer summaries."""
 
+import json
 import os
 import tempfile
 import unittest
@@ -154,6 +155,19 @@ class GridCellTest(unittest.TestCase):
         self.assertIn("- epoch 0.4-1.16: the default -2.00 pt; at 0.8x the default's rate "
                       "or more, at best -2.00 pt (default)", text)
 
+    def test_local_rate_from_the_full_runs(self):
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(grid, "ROOT", tmp):
+            self.assertIsNone(grid.full_run_rate("fc-dnn-adam", "local"))  # no runs
+            full = os.path.join(tmp, "results", "full")
+            os.makedirs(full)
+            for tag, rate in (("", 400.0), ("_local", 220.0)):
+                with open(os.path.join(full, f"fc-dnn_adacomp_adam_P4_B128_e12_s1{tag}.json"),
+                          "w") as f:
+                    json.dump({"compression_rate": {"end_to_end": rate}}, f)
+            self.assertAlmostEqual(grid.full_run_rate("fc-dnn-adam", "local"), 0.55)
+            self.assertIsNone(grid.full_run_rate("fc-dnn-adam", "ramp-128"))  # not kept on
+            self.assertIsNone(grid.full_run_rate("fc-dnn", "local"))  # no SGD runs here
+
     def test_grid_doc_and_verdicts(self):
         runs = {
             "dense": [trainer_run([0.70, 0.80, 0.85, 0.86])],
@@ -165,6 +179,7 @@ class GridCellTest(unittest.TestCase):
                 mock.patch.object(el, "load", side_effect=lambda cell, seeds:
                                   runs if cell in ("fc-dnn", "fc-dnn-adam") else {}), \
                 mock.patch.object(grid, "DOC", os.path.join(tmp, "grid.md")), \
+                mock.patch.object(grid, "ROOT", tmp), \
                 mock.patch.object(grid, "plot", lambda stats: None):
             grid.report(["fc-dnn", "fc-dnn-adam"], [1])
             with open(os.path.join(tmp, "grid.md")) as f:
