@@ -109,6 +109,10 @@ DDP_CONFIGS = [
      "AdaComp hook, momentum kept on each rank (--local-optimizer)"),
 ]
 DDP_EXAMPLE = os.path.join(ROOT, "examples", "ddp_fashion_mnist.py")
+# Settings kept on for the whole run (not schedules that end): their whole-run rate is
+# taken as their rate over the measured epochs against the default's over the same
+# epochs, not as those epochs followed by the default's bytes.
+KEPT_ON = {"local", "local-fc", "l8", "l8-fp32"}
 FULL_EPOCHS = {"mnist-cnn": 12, "fc-dnn": 12, "cifar-cnn": 8, "ddp-example": 8}
 
 
@@ -297,11 +301,13 @@ def cell_stats(model, seeds, full_epochs):
         full_steps = per * full_epochs
         full_bytes = (statistics.mean(s["bytes_sent"] for s in rs)
                       + default_bytes * (full_steps - statistics.mean(s["steps"] for s in rs)))
+        bps = statistics.mean(s["bytes_sent"] / s["steps"] for s in rs)
         rows.append({"name": name, "label": label, "seeds": len(rs), "steps": st,
                      "mean": mean, "ratio": mean / dense_mean if mean is not None else None,
                      "gaps": gaps, "windows": windows,
-                     "bytes_per_step": statistics.mean(s["bytes_sent"] / s["steps"] for s in rs),
-                     "rate_vs": default_bytes * full_steps / full_bytes})
+                     "bytes_per_step": bps,
+                     "rate_vs": (default_bytes / bps if name in KEPT_ON
+                                 else default_bytes * full_steps / full_bytes)})
     return {"runs": runs, "target": target, "per": per, "n_epochs": n_epochs,
             "dense_mean": dense_mean, "rows": rows}
 
@@ -416,8 +422,9 @@ def report(model, seeds, full_epochs):
         "learners per step over the measured epochs. *rate over "
         f"{full_epochs} epochs*: the compression rate a {full_epochs}-epoch "
         "run would have (these steps' bytes, then the default's bytes per "
-        "step for the rest) over the default's; the issue asks at least "
-        "0.8x.",
+        "step for the rest) over the default's; for the settings kept on "
+        f"({', '.join(sorted(KEPT_ON))}), these epochs' bytes per step against the "
+        "default's. The issue asks at least 0.8x.",
         "",
         "Against the issue's targets:",
         "",

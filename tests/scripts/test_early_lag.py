@@ -111,6 +111,7 @@ class GridCellTest(unittest.TestCase):
                         trainer_run([2.1, 1.9, 1.75, 1.58], rate=100, key="test_loss")],
             "ramp-128": [trainer_run([2.0, 1.84, 1.6, 1.5], rate=50, key="test_loss"),
                          trainer_run([2.0, 1.84, 1.6, 1.5], rate=50, key="test_loss")],
+            "local": [trainer_run([2.0, 1.84, 1.6, 1.5], rate=50, key="test_loss")],
         }
         with mock.patch.object(el, "load", return_value=runs):
             st = el.cell_stats("char-lstm", [1, 2], full_epochs=4)
@@ -132,6 +133,8 @@ class GridCellTest(unittest.TestCase):
         # The ramp's whole run: 2 epochs at rate 50, then 2 at the default's 100.
         full = 20 * 1000 / 50 + 20 * 1000 / 100
         self.assertAlmostEqual(rows["ramp-128"]["rate_vs"], (40 * 1000 / 100) / full)
+        # The same bytes kept on for the whole run: half the default's rate.
+        self.assertAlmostEqual(rows["local"]["rate_vs"], 0.5)
 
     def test_windows_of_the_first_epoch(self):
         # Evaluations every 5 steps of 10-step epochs: the first window holds step 5
