@@ -88,8 +88,7 @@ CONFIGS = [
     ("local-fc", ["--local-optimizer-types", "fc"],
      "AdaComp, momentum correction on the fc weights (--local-optimizer-types fc)"),
     ("local", ["--local-optimizer"],
-     "AdaComp, the optimizer's moments on each learner (--local-optimizer: SGD's velocity "
-     "with momentum correction, or Adam's step)"),
+     "AdaComp, each learner's own optimizer moments (--local-optimizer)"),
     # What the lag costs to remove: light compression throughout, ternary and with the
     # selected values sent as float32 (not schedules: their rates are far below 0.8x).
     ("l8", ["--bin-size", "8"], "AdaComp, fixed L_T 8 for every tensor (--bin-size 8)"),
@@ -454,8 +453,12 @@ def plot(model, runs, target):
         return
     key, higher = metric(model)[:2]
     scale = 100 if higher else 1
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for name, _, label in configs(model):
+    shown = [c for c in configs(model) if c[0] in runs]
+    # The legend goes below the axes, a line per run (and the target's): the figure
+    # grows by its height.
+    legend_in = 0.16 * (len(shown) + 1) + 0.3
+    fig, ax = plt.subplots(figsize=(8, 4.2 + legend_in))
+    for name, _, label in shown:
         if name not in runs:
             continue
         curves = [curve(s, key) for s in runs[name]]
@@ -479,8 +482,9 @@ def plot(model, runs, target):
                   else "test loss (nats/char), whole test set")
     ax.set_title(f"{model}: mean over seeds, band = min to max")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right" if higher else "upper right")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_in / (4.2 + legend_in), 1, 1))
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center",
+               bbox_to_anchor=(0.5, 0.0), frameon=False)
     path = os.path.join(ROOT, "docs", "img", f"early_lag_{model}.png")
     fig.savefig(path, dpi=110)
     print("wrote", path)
