@@ -107,6 +107,10 @@ HOOKS = {
     # Float32 for the first tenth of the steps (as torch's PowerSGD all-reduces its
     # first 10 %), then the defaults.
     "adacomp-dense": ["--hook", "adacomp", "--dense-warmup-steps", "{tenth}"],
+    # Both: the local optimizer (no Adam second moment of sparse averages), its steps
+    # sent whole for the first tenth (the start where every compressed run falls behind).
+    "adacomp-dense-local": ["--hook", "adacomp", "--local-optimizer", "--dense-warmup-steps",
+                            "{tenth}"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
                            "--ramp-stages", "4", "--ramp-steps", "{third}"],
     # The selected elements' values in binary16 instead of ternary (+-the bin's scale).
@@ -122,7 +126,7 @@ HOOKS = {
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
-         "adacomp-dense")
+         "adacomp-dense", "adacomp-dense-local")
 PROCS = 4
 
 

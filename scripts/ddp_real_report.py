@@ -34,6 +34,7 @@ LABELS = {
     "adacomp-l16": "AdaComp, L_T 16 throughout",
     "adacomp-local-lr2": "AdaComp, local optimizer, 2x lr",
     "adacomp-dense": "AdaComp, float32 for the first tenth",
+    "adacomp-dense-local": "AdaComp, local optimizer, float32 for the first tenth",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have

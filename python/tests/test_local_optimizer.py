@@ -4,7 +4,8 @@ added before it) and the zeroing of exactly the elements the frame carried; Adam
 step from float64 formulas; with the dense codec, the hook plus split_optimizer's SGD
 trains as torch's SGD with momentum and torch's AdamW do; a failed step leaves the
 moments as they were; a state_dict taken mid-run resumes bit for bit, and one that
-does not fit is refused before anything changes; split_optimizer's refusals.
+does not fit is refused before anything changes; with a dense warm-up, the local steps
+travel whole; split_optimizer's refusals.
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_local_optimizer
 """
 
@@ -204,6 +205,52 @@ class LocalOptimizerTest(OneProcessGroupTest):
                                             keep["local_optimizer"]["first"][n]), n)
         with self.assertRaisesRegex(ValueError, "has a local optimizer, this state has none"):
             adt.AdaCompState(model=self.model).load_state_dict(good)
+
+    def test_dense_warmup_sends_the_whole_local_step(self):
+        """With dense_warmup_steps the local steps travel whole: the velocity of the
+        first steps is the plain recursion (nothing masked), Adam's step is its formula,
+        no residue is touched; compression and masking start after them."""
+        warm = 2
+        st = adt.AdaCompState(model=self.model, local_optimizer="sgd", momentum=0.9,
+                              dense_warmup_steps=warm)
+        u = {n: np.zeros(self.grads[0][n].numel(), dtype=np.float32) for n in NAMES}
+        for s in range(warm):
+            got = self.run_step(st, s)
+            for n in NAMES:
+                g = self.grads[s][n].reshape(-1).numpy()
+                u[n] = np.float32(0.9) * u[n] + g  # float32 all through, as the kernel
+                np.testing.assert_array_equal(got[n].numpy(), u[n], err_msg=f"{n} step {s}")
+                np.testing.assert_array_equal(self.moments(st)[n].numpy(), u[n])
+            self.assertTrue(all(not r.any() for r in st.residues().values()), s)
+        self.assertEqual(st.state_dict()["local_optimizer"]["masked"], 0)
+        got = self.run_step(st, warm)  # compressed: the frames carry part of each step
+        self.assertTrue(any(r.any() for r in st.residues().values()))
+        self.assertGreater(st.state_dict()["local_optimizer"]["masked"], 0)
+        vel = self.moments(st)
+        for n in NAMES:
+            g = self.grads[warm][n].reshape(-1).numpy()
+            step = np.float32(0.9) * u[n] + g
+            carried = got[n].numpy() != 0
+            np.testing.assert_array_equal(vel[n].numpy(), np.where(carried, 0, step), n)
+
+        betas, eps = (0.8, 0.9), 1e-6
+        st = adt.AdaCompState(model=self.model, local_optimizer="adam", betas=betas, eps=eps,
+                              dense_warmup_steps=warm)
+        m = {n: 0.0 for n in NAMES}
+        v = {n: 0.0 for n in NAMES}
+        for s in range(warm):
+            got = self.run_step(st, s)
+            for n in NAMES:
+                g = self.grads[s][n].reshape(-1).double()
+                m[n] = betas[0] * m[n] + (1 - betas[0]) * g
+                v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
+                d = (m[n] / (1 - betas[0] ** (s + 1))) / (
+                    (v[n] / (1 - betas[1] ** (s + 1))).sqrt() + eps)
+                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6)
+            self.assertTrue(all(not r.any() for r in st.residues().values()), s)
+        self.run_step(st, warm)
+        self.assertTrue(any(r.any() for r in st.residues().values()))
+        self.assertEqual(st.state_dict()["local_optimizer"]["steps"], warm + 1)
 
     @staticmethod
     def _with(state, change):

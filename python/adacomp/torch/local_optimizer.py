@@ -27,6 +27,11 @@ value sent. A codec without a residue ("dense", "terngrad") masks nothing.
 The moments of a step are prepared beside the current ones and take their place
 only when the hook commits the step, so a step rolled back (a NaN anywhere, a
 failed exchange) leaves them as they were.
+
+With dense_warmup_steps, the first steps send each rank's local step whole (float32
+frames): the average of the ranks' velocities is exactly SGD with momentum on the
+averaged gradient (the velocity is linear in the gradients), and nothing is masked;
+Adam's steps are averaged as they are. Compression, and masking, start after them.
 """
 
 import torch
@@ -127,9 +132,13 @@ class _LocalOptimizer:
             self._scratches[k] = torch.empty(n, dtype=torch.float32)
         return self._scratches[k][:n]
 
-    def compress(self, e, grad):
-        """e's frame of the step for this gradient (prepare, compress, mask)."""
+    def compress(self, e, grad, whole=None):
+        """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
+        a compressor without residue to send the step with instead (the dense warm-up's
+        float32 one): the whole step is sent, so nothing is masked."""
         step = self.prepare(e, grad)
+        if whole is not None:
+            return whole.compress(step)
         frame = e.compressor.compress(step)
         if self.masks and self._has_residue(e):
             entry = self._next[e.name]

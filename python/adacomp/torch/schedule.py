@@ -13,14 +13,11 @@ class _Schedule:
 
     def __init__(self, codec, model_given, ramp_steps=0, ramp_start=8, ramp_stages=4,
                  adapt_threshold=0.0, adapt_window=16, adapt_hold=32, adapt_bin_size=0,
-                 dense_warmup_steps=0, local=False):
+                 dense_warmup_steps=0):
         warm = dense_warmup_steps
         if isinstance(warm, bool) or int(warm) != warm or warm < 0:
             raise ValueError(f"dense_warmup_steps must be a whole number >= 0, not {warm!r}")
         self.dense_warmup_steps = int(warm)
-        if self.dense_warmup_steps and local:
-            raise ValueError("dense_warmup_steps does not go with local_optimizer (its moments "
-                             "are of the compressed steps)")
         self._dense = {}  # tensor id -> its float32 ("dense" codec) compressor for the warm-up
         self.ramp_steps, self.ramp_start, self.ramp_stages = (
             int(ramp_steps), int(ramp_start), int(ramp_stages))

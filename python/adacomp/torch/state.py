@@ -86,6 +86,7 @@ class AdaCompState:
         dense_warmup_steps: ``adacomp train --dense-warmup-steps``: the first steps go
             uncompressed (float32 frames: the exact average), as torch's PowerSGD
             all-reduces its first start_powerSGD_iter; residues untouched. 0: none.
+            With a local optimizer, the local steps travel whole (nothing masked).
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
@@ -104,8 +105,7 @@ class AdaCompState:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
                                    ramp_stages, adapt_threshold, adapt_window, adapt_hold,
-                                   adapt_bin_size, dense_warmup_steps,
-                                   local_optimizer is not None)
+                                   adapt_bin_size, dense_warmup_steps)
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
@@ -491,7 +491,8 @@ class AdaCompState:
                     if not dense:
                         self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
                     frames.append(comp.compress(arr[off:off + n]) if self._local is None
-                                  else self._local.compress(e, arr[off:off + n]))
+                                  else self._local.compress(e, arr[off:off + n],
+                                                            comp if dense else None))
                 except Exception as exc:
                     # A non-finite element in this parameter's slice: the message names it.
                     error = _non_finite(arr[off:off + n], [(e, 0, n)]) or type(exc)(
