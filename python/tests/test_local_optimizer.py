@@ -4,8 +4,9 @@ added before it) and the zeroing of exactly the elements the frame carried; Adam
 step from float64 formulas; with the dense codec, the hook plus split_optimizer's SGD
 trains as torch's SGD with momentum and torch's AdamW do; a failed step leaves the
 moments as they were; a state_dict taken mid-run resumes bit for bit, and one that
-does not fit is refused before anything changes; with a dense warm-up, the local steps
-travel whole; split_optimizer's refusals.
+does not fit is refused before anything changes; with a dense warm-up, SGD's velocity
+travels whole and Adam runs on the exact average, then freezes its second moment
+(1-bit Adam); split_optimizer's refusals.
 Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_local_optimizer
 """
 
@@ -206,10 +207,10 @@ class LocalOptimizerTest(OneProcessGroupTest):
         with self.assertRaisesRegex(ValueError, "has a local optimizer, this state has none"):
             adt.AdaCompState(model=self.model).load_state_dict(good)
 
-    def test_dense_warmup_sends_the_whole_local_step(self):
-        """With dense_warmup_steps the local steps travel whole: the velocity of the
-        first steps is the plain recursion (nothing masked), Adam's step is its formula,
-        no residue is touched; compression and masking start after them."""
+    def test_dense_warmup_sends_the_whole_velocity(self):
+        """With dense_warmup_steps, "sgd" sends its velocity whole: the velocity of the
+        first steps is the plain recursion (nothing masked) and no residue is touched;
+        compression and masking start after them."""
         warm = 2
         st = adt.AdaCompState(model=self.model, local_optimizer="sgd", momentum=0.9,
                               dense_warmup_steps=warm)
@@ -233,24 +234,51 @@ class LocalOptimizerTest(OneProcessGroupTest):
             carried = got[n].numpy() != 0
             np.testing.assert_array_equal(vel[n].numpy(), np.where(carried, 0, step), n)
 
-        betas, eps = (0.8, 0.9), 1e-6
-        st = adt.AdaCompState(model=self.model, local_optimizer="adam", betas=betas, eps=eps,
-                              dense_warmup_steps=warm)
+    def test_adam_after_a_dense_warmup_freezes_its_second_moment(self):
+        """1-bit Adam: Adam on the exact average through the warm-up, then this rank's
+        first moment over the warm-up's second moment, which no longer changes (float64
+        reference; the dense codec, so the step itself comes back)."""
+        warm, betas, eps = 1, (0.8, 0.9), 1e-6  # then STEPS - 1 frozen steps
+        st = adt.AdaCompState(model=self.model, codec="dense", local_optimizer="adam",
+                              betas=betas, eps=eps, dense_warmup_steps=warm)
         m = {n: 0.0 for n in NAMES}
         v = {n: 0.0 for n in NAMES}
-        for s in range(warm):
+        for s in range(STEPS):
             got = self.run_step(st, s)
             for n in NAMES:
                 g = self.grads[s][n].reshape(-1).double()
                 m[n] = betas[0] * m[n] + (1 - betas[0]) * g
-                v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
+                if s < warm:
+                    v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
+                t_v = min(s + 1, warm)
                 d = (m[n] / (1 - betas[0] ** (s + 1))) / (
-                    (v[n] / (1 - betas[1] ** (s + 1))).sqrt() + eps)
-                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6)
-            self.assertTrue(all(not r.any() for r in st.residues().values()), s)
-        self.run_step(st, warm)
-        self.assertTrue(any(r.any() for r in st.residues().values()))
-        self.assertEqual(st.state_dict()["local_optimizer"]["steps"], warm + 1)
+                    (v[n] / (1 - betas[1] ** t_v)).sqrt() + eps)
+                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6,
+                                           msg=f"{n} step {s}")
+            if s == warm - 1:
+                frozen = self.moments(st, "second")
+        for n, t in self.moments(st, "second").items():
+            self.assertTrue(torch.equal(t, frozen[n]), n)
+        self.assertEqual(st.state_dict()["local_optimizer"]["settings"]
+                         ["second_moment_frozen_after"], warm)
+
+    def test_frozen_second_moment_resumes_and_refuses_a_mismatch(self):
+        def make(warm):
+            return adt.AdaCompState(model=self.model, local_optimizer="adam",
+                                    dense_warmup_steps=warm)
+        whole = make(2)
+        for s in range(2):
+            self.run_step(whole, s)
+        saved = copy.deepcopy(whole.state_dict())
+        last = self.run_step(whole, 2)  # the first compressed, frozen step
+        resumed = make(2)
+        resumed.load_state_dict(saved)
+        again = self.run_step(resumed, 2)
+        for n in NAMES:
+            self.assertTrue(torch.equal(last[n], again[n]), n)
+        for bad in (0, 3):
+            with self.assertRaisesRegex(ValueError, "freezes its second moment"):
+                make(bad).load_state_dict(saved)
 
     @staticmethod
     def _with(state, change):

@@ -122,3 +122,38 @@ def _average(ex, received, counters):
                                  f"bucket without parameters")
     if ex.work is not ex.buf:
         ex.buf.copy_(ex.work)
+
+
+def _compress(st, ex, arr):
+    """Every parameter's frame of bucket ex for state st's step, in layout order, from
+    the working copy arr: (frames, None), or (the frames so far, the error).
+
+    Dense warm-up steps send float32 frames and touch no residue: the gradient, or with
+    a local optimizer its local step, except local Adam's, which sends the gradient
+    whose average becomes the Adam step after the exchange (ex.average_step). Later
+    steps go through each parameter's compressor at the step's bin size, and the local
+    optimizer if any. Every codec checks its input for non-finite elements before it
+    changes anything, so no pass of its own here: a non-finite element fails the
+    parameter's compress, and the step's rollback undoes the ones before it."""
+    frames = []
+    dense = st._schedule.is_dense(st.steps)
+    local = st._local
+    ex.average_step = dense and local is not None and local.kind == "adam"
+    if not dense:
+        st._snapshot(ex.layout)
+    for e, off, n in ex.layout:
+        g = arr[off:off + n]
+        comp = st._schedule.dense_compressor(e) if dense else e.compressor
+        try:
+            if not dense:
+                st._schedule.apply(e, st.steps, st.bin_sizes[e.layer_type])
+            if local is None or ex.average_step:
+                frames.append(comp.compress(g))
+            else:
+                frames.append(local.compress(e, g, comp if dense else None))
+        except Exception as exc:
+            # A non-finite element in this parameter's slice: the message names it.
+            return frames, (_non_finite(g, [(e, 0, n)]) or type(exc)(
+                f"adacomp hook: parameter {e.name!r}: {exc}"))
+        ex.stats.append(comp.last_stats)
+    return frames, None

@@ -28,10 +28,16 @@ The moments of a step are prepared beside the current ones and take their place
 only when the hook commits the step, so a step rolled back (a NaN anywhere, a
 failed exchange) leaves them as they were.
 
-With dense_warmup_steps, the first steps send each rank's local step whole (float32
-frames): the average of the ranks' velocities is exactly SGD with momentum on the
-averaged gradient (the velocity is linear in the gradients), and nothing is masked;
-Adam's steps are averaged as they are. Compression, and masking, start after them.
+With dense_warmup_steps, the first steps go uncompressed (float32 frames). "sgd"
+sends each rank's velocity whole: their average is exactly SGD with momentum on the
+averaged gradient (the velocity is linear in the gradients), and nothing is masked.
+"adam" follows 1-bit Adam: the warm-up steps send the gradient, and every rank runs
+Adam on the exact average (the same moments everywhere); then the second moment is
+frozen, and each rank compresses m_hat / (sqrt(v_hat of the warm-up) + eps) with its
+own first moment. Its steps are then linear in the gradients too, so their average is
+Adam with that frozen second moment on the averaged gradient, where each rank's own
+second moment (of a batch P times smaller, so noisier and larger) would shrink them.
+Compression, and SGD's masking, start after the warm-up.
 """
 
 import torch
@@ -67,6 +73,7 @@ class _LocalOptimizer:
             for p in params:
                 self._decay[id(p)] = float(wd)
         self.steps = 0
+        self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
         self._first = {}   # name -> velocity (sgd) or first moment (adam)
         self._second = {}  # name -> second moment (adam)
         self._next = {}    # name -> (first, second) prepared in the step in progress
@@ -82,7 +89,10 @@ class _LocalOptimizer:
     def settings(self):
         if self.kind == "sgd":
             return {"kind": "sgd", "momentum": self.momentum}
-        return {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
+        out = {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
+        if self.freeze_after:
+            out["second_moment_frozen_after"] = self.freeze_after
+        return out
 
     def prepare(self, e, grad):
         """The step this rank compresses for parameter entry ``e`` from its gradient
@@ -103,6 +113,17 @@ class _LocalOptimizer:
                                     self.momentum, wd, u.numpy())
             self._next[e.name] = [u, None, 0]
             return u.numpy()
+        if (self.freeze_after and self.steps >= self.freeze_after
+                and e.name in self._second):  # (a parameter the warm-up never saw: Adam)
+            return self._frozen_step(e, g, n)
+        m, v, d = self._adam(e, g, n)
+        self._next[e.name] = [m, v, 0]
+        return d.numpy()
+
+    def _adam(self, e, g, n):
+        """Adam's moments of e after gradient g (n elements, float32) and its step (in
+        scratch 1)."""
+        first = self._first.get(e.name)
         b1, b2 = self.betas
         if first is None:
             m = g.mul(1.0 - b1)
@@ -113,9 +134,32 @@ class _LocalOptimizer:
                 g, g, value=1.0 - b2)
         t = self.steps + 1
         denom = torch.div(v, 1.0 - b2 ** t, out=self._scratch(0, n)).sqrt_().add_(self.eps)
-        d = torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
-        self._next[e.name] = [m, v, 0]
+        return m, v, torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
+
+    def _frozen_step(self, e, g, n):
+        """After the warm-up (1-bit Adam): this rank's first moment, the warm-up's frozen
+        second moment."""
+        b1, b2 = self.betas
+        m = torch.mul(self._first[e.name], b1, out=self._buffer(e.name, 0, n)).add_(
+            g, alpha=1.0 - b1)
+        denom = torch.div(self._second[e.name], 1.0 - b2 ** self.freeze_after,
+                          out=self._scratch(0, n)).sqrt_().add_(self.eps)
+        d = torch.div(m, 1.0 - b1 ** (self.steps + 1), out=self._scratch(1, n)).div_(denom)
+        self._next[e.name] = [m, None, 0]
         return d.numpy()
+
+    def average_step(self, ex):
+        """A dense warm-up step of "adam": the averaged gradient of each parameter of the
+        bucket (ex.work, the same on every rank) is replaced by the Adam step of it, in
+        place (and in ex.buf), with moments prepared as prepare() does."""
+        work = ex.work.numpy()
+        for e, off, n in ex.layout:
+            g = torch.from_numpy(work[off:off + n])
+            m, v, d = self._adam(e, g, n)
+            self._next[e.name] = [m, v, 0]
+            g.copy_(d)
+        if ex.work is not ex.buf:
+            ex.buf.copy_(ex.work)
 
     def _buffer(self, name, k, n):
         """A float32 buffer of n elements for the name's next moment k: the one its
@@ -156,7 +200,9 @@ class _LocalOptimizer:
         """The step was applied: its prepared moments become the moments (and the
         moments they replace the buffers of the next step's)."""
         for name, (first, second, masked) in self._next.items():
-            self._spare[name] = [self._first.get(name), self._second.get(name)]
+            # A frozen second moment stays where it is: it is no spare buffer.
+            self._spare[name] = [self._first.get(name),
+                                 self._second.get(name) if second is not None else None]
             self._first[name] = first
             if second is not None:
                 self._second[name] = second
@@ -186,6 +232,11 @@ class _LocalOptimizer:
         if kind != self.kind:
             raise ValueError(f"state_dict's local optimizer is {kind!r}, this state's is "
                              f"{self.kind!r}")
+        frozen = saved["settings"].get("second_moment_frozen_after", 0)
+        if frozen != self.freeze_after:
+            raise ValueError(f"state_dict's local Adam freezes its second moment after "
+                             f"{frozen} steps (0: never), this state's after "
+                             f"{self.freeze_after}")
         for part in ("first", "second"):
             for name, t in saved.get(part, {}).items():
                 if name not in numel:

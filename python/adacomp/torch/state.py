@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import CODECS, Compressor
-from .bucket import _average, _layout, _non_finite, _working_copy
+from .bucket import _average, _compress, _layout, _working_copy
 from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
 from .local_optimizer import _LocalOptimizer
@@ -86,7 +86,9 @@ class AdaCompState:
         dense_warmup_steps: ``adacomp train --dense-warmup-steps``: the first steps go
             uncompressed (float32 frames: the exact average), as torch's PowerSGD
             all-reduces its first start_powerSGD_iter; residues untouched. 0: none.
-            With a local optimizer, the local steps travel whole (nothing masked).
+            With a local optimizer: "sgd" sends its velocities whole (nothing masked);
+            "adam" runs on the exact averages, then freezes its second moment
+            (1-bit Adam; local_optimizer.py).
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
@@ -106,6 +108,8 @@ class AdaCompState:
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
                                    ramp_stages, adapt_threshold, adapt_window, adapt_hold,
                                    adapt_bin_size, dense_warmup_steps)
+        if self._local is not None and self._local.kind == "adam":
+            self._local.freeze_after = self._schedule.dense_warmup_steps
         if exchange not in EXCHANGES:
             raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
         if summed_values not in ("fp32", "fp16"):
@@ -477,28 +481,8 @@ class AdaCompState:
             ex.layout = _layout(bucket, buf, self._entry)
         except Exception as exc:  # still join the exchange: peers fail, not hang
             error = exc
-        arr = ex.work.numpy() if error is None else None
         if error is None and not ex.skipped:
-            # Every codec checks its gradient for non-finite elements before it changes
-            # anything, so no pass of its own here: a non-finite element fails the
-            # parameter's compress, and the step's rollback undoes the ones before it.
-            dense = self._schedule.is_dense(self.steps)  # then no residue is touched
-            if not dense:
-                self._snapshot(ex.layout)
-            for e, off, n in ex.layout:
-                comp = self._schedule.dense_compressor(e) if dense else e.compressor
-                try:
-                    if not dense:
-                        self._schedule.apply(e, self.steps, self.bin_sizes[e.layer_type])
-                    frames.append(comp.compress(arr[off:off + n]) if self._local is None
-                                  else self._local.compress(e, arr[off:off + n],
-                                                            comp if dense else None))
-                except Exception as exc:
-                    # A non-finite element in this parameter's slice: the message names it.
-                    error = _non_finite(arr[off:off + n], [(e, 0, n)]) or type(exc)(
-                        f"adacomp hook: parameter {e.name!r}: {exc}")
-                    break
-                ex.stats.append(comp.last_stats)
+            frames, error = _compress(self, ex, ex.work.numpy())
         ex.error = error
         if error is not None or ex.skipped:
             ex.payload = None
@@ -577,6 +561,8 @@ class AdaCompState:
                     _average(ex, received, self._step)
             except Exception as e:  # noqa: BLE001 - a frame that fails to decode
                 return self._fail_step(ex, _decode_failed(index, ex.step, e))
+            if ex.average_step:  # a dense warm-up step of local Adam: its step, in place
+                self._local.average_step(ex)
             self._schedule.record_norms(ex.work, ex.layout)
             if self.exchange == "auto" and ex.world > 1:
                 ag, rs = _estimate(ex, fp16)

@@ -44,6 +44,9 @@ class _Exchange:
         self.layout = []
         self.buf = self.work = None
         self.error = None
+        # A dense warm-up step of local Adam: the averaged gradient becomes the Adam step
+        # (_LocalOptimizer.average_step) once decoded.
+        self.average_step = False
         self.payload = None
         self.skipped = skipped  # the rest of a failed step: sent as failed, not compressed
         self.sent_bytes = 0
