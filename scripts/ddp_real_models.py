@@ -82,6 +82,9 @@ RECOMMENDED = ["--dense-types", "norm,other"]
 
 HOOKS = {
     "none": ["--hook", "none"],
+    # No hook without the gradient clip (which the local optimizer turns off on the GPT):
+    # how much of the local optimizer's deficit is the clip's.
+    "none-noclip": ["--hook", "none", "--clip", "0"],
     "fp16": ["--hook", "fp16"],
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
@@ -107,8 +110,10 @@ HOOKS = {
     # Float32 for the first tenth of the steps (as torch's PowerSGD all-reduces its
     # first 10 %), then the defaults.
     "adacomp-dense": ["--hook", "adacomp", "--dense-warmup-steps", "{tenth}"],
-    # Both: the local optimizer (no Adam second moment of sparse averages), its steps
-    # sent whole for the first tenth (the start where every compressed run falls behind).
+    # Both: float32 for the first tenth (where every compressed run falls behind), then
+    # the local optimizer; for Adam (the GPT) that is 1-bit Adam: the warm-up runs Adam
+    # on the exact averages, then each rank's first moment goes over the frozen second
+    # moment (no second moment of sparse averages, nor of one rank's small batch).
     "adacomp-dense-local": ["--hook", "adacomp", "--local-optimizer", "--dense-warmup-steps",
                             "{tenth}"],
     "adacomp-ramp-local": ["--hook", "adacomp", "--local-optimizer", "--ramp-start", "8",
@@ -126,7 +131,7 @@ HOOKS = {
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
-         "adacomp-dense", "adacomp-dense-local")
+         "adacomp-dense", "adacomp-dense-local", "none-noclip")
 PROCS = 4
 
 

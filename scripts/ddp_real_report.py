@@ -34,7 +34,8 @@ LABELS = {
     "adacomp-l16": "AdaComp, L_T 16 throughout",
     "adacomp-local-lr2": "AdaComp, local optimizer, 2x lr",
     "adacomp-dense": "AdaComp, float32 for the first tenth",
-    "adacomp-dense-local": "AdaComp, local optimizer, float32 for the first tenth",
+    "adacomp-dense-local": "AdaComp, local optimizer after a float32 tenth (1-bit Adam)",
+    "none-noclip": "no hook, gradient clip off",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -42,7 +43,8 @@ HOOKS = tuple(LABELS)
 NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
-                          "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta")))
+                          "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
+                          "teal", "dimgray")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
