@@ -494,7 +494,8 @@ class Run:
                 "powersgd_start_iter": a.powersgd_start_iter, "seed": a.seed,
                 "batch_size": a.batch_size, "steps_total": self.task.total_steps(a),
                 "local_optimizer": a.local_optimizer,
-                **({"dense_warmup_steps": a.dense_warmup_steps} if a.dense_warmup_steps else {})}
+                **({"dense_warmup_steps": a.dense_warmup_steps} if a.dense_warmup_steps else {}),
+                **({"local_clip": a.local_clip} if a.local_clip else {})}
 
     def _load_checkpoint(self):
         args = self.args

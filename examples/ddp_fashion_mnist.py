@@ -144,7 +144,7 @@ class Hook:
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
             self.title = (f"AdaComp hook (codec {args.codec}, {mode}" + ramp_title(args)
-                          + local_title(local) + ")")
+                          + local_title(local, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":

@@ -142,7 +142,9 @@ class GptTask:
     def describe(self, args):
         return (f"AdamW lr {args.lr} (warm-up {self._warmup(args)} steps, cosine to "
                 f"{args.lr_floor:g} x), weight decay {args.weight_decay}, clip "
-                f"{'off (--local-optimizer)' if args.local_optimizer else args.clip}; "
+                + (f"{args.local_clip:g} per rank in the hook (--local-clip)" if args.local_clip
+                   else "off (--local-optimizer)" if args.local_optimizer else f"{args.clip:g}")
+                + "; "
                 f"{len(self.paths)} text files, {self.n_train:,} training bytes, "
                 f"{len(self.data) - self.n_train:,} held-out bytes (the last "
                 f"{100 * args.heldout_frac:g} %), eval on {self.eval_windows} windows of "

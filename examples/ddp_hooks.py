@@ -90,8 +90,11 @@ def add_hook_args(ap):
 def ramp_and_local_kwargs(args, local):
     """AdaCompState's settings from add_ramp_and_local_args's options (local: the
     local-optimizer kwargs split_optimizer gave, or None)."""
-    return {"ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
-            "ramp_stages": args.ramp_stages, **(local or {})}
+    out = {"ramp_steps": args.ramp_steps, "ramp_start": args.ramp_start,
+           "ramp_stages": args.ramp_stages, **(local or {})}
+    if local and args.local_clip:
+        out["local_clip_norm"] = args.local_clip
+    return out
 
 
 def ramp_title(args):
@@ -100,8 +103,11 @@ def ramp_title(args):
     return f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
 
 
-def local_title(local):
-    return f", local {local['local_optimizer']}" if local else ""
+def local_title(local, args=None):
+    if not local:
+        return ""
+    clip = getattr(args, "local_clip", 0)
+    return f", local {local['local_optimizer']}" + (f", clip {clip:g} per rank" if clip else "")
 
 
 def add_ramp_and_local_args(g):
@@ -114,7 +120,12 @@ def add_ramp_and_local_args(g):
                    help="adacomp hook: every rank keeps the optimizer's moments (SGD's "
                         "velocity, Adam's moments) of its own gradient and compresses the "
                         "step; the average is applied by SGD without momentum "
-                        "(adacomp.torch.split_optimizer); no gradient clipping then")
+                        "(adacomp.torch.split_optimizer); no gradient clipping then, "
+                        "unless --local-clip")
+    g.add_argument("--local-clip", type=float, default=0.0,
+                   help="adacomp hook with --local-optimizer: each rank clips its own "
+                        "gradient to this L2 norm before the moments (the model goes in "
+                        "one DDP bucket, so the norm is the whole gradient's); 0: off")
 
 
 # ----- the hooks ----------------------------------------------------------------------------
@@ -176,7 +187,7 @@ class CommHook:
                              else "")
                           + (f", float32 for the first {args.dense_warmup_steps} steps"
                              if args.dense_warmup_steps else "")
-                          + local_title(local) + ")")
+                          + local_title(local, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")
         elif self.kind == "fp16":
@@ -259,17 +270,20 @@ class CommHook:
 
 
 def ddp_wrap(model, args):
-    """DDP over the model; with powersgd, in one bucket (see the scripts' docstrings)."""
+    """DDP over the model; with powersgd or --local-clip, in one bucket (see the scripts'
+    docstrings)."""
     size_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     kwargs = {}
     cap = args.bucket_cap_mb
-    if args.hook == "powersgd" and (not cap or cap <= size_mb):
+    # With --local-clip the whole gradient's norm is one bucket's.
+    whole = args.hook == "powersgd" or (getattr(args, "local_clip", 0) > 0)
+    if whole and (not cap or cap <= size_mb):
         # torch 1.13's PowerSGD hook on Gloo aborts (gloo::EnforceNotMet) once a model
         # spans several buckets: keep the whole model in one, the first bucket included.
         cap = math.ceil(size_mb) + 1
     if cap:
         kwargs["bucket_cap_mb"] = cap
         # DDP's first bucket has its own limit, read from here when DDP is made.
-        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap * 2**20) if args.hook == "powersgd" else min(
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap * 2**20) if whole else min(
             dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap * 2**20))
     return nn.parallel.DistributedDataParallel(model, **kwargs), kwargs.get("bucket_cap_mb")

@@ -85,6 +85,9 @@ HOOKS = {
     # No hook without the gradient clip (which the local optimizer turns off on the GPT):
     # how much of the local optimizer's deficit is the clip's.
     "none-noclip": ["--hook", "none", "--clip", "0"],
+    # The local optimizer with the GPT's clip inside the hook: each rank clips its own
+    # gradient (the model in one bucket) before its moments.
+    "adacomp-local-clip": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0"],
     "fp16": ["--hook", "fp16"],
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
@@ -131,7 +134,7 @@ HOOKS = {
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
-         "adacomp-dense", "adacomp-dense-local", "none-noclip")
+         "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip")
 PROCS = 4
 
 

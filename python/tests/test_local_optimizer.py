@@ -280,6 +280,42 @@ class LocalOptimizerTest(OneProcessGroupTest):
             with self.assertRaisesRegex(ValueError, "freezes its second moment"):
                 make(bad).load_state_dict(saved)
 
+    def test_local_clip_norm(self):
+        """Each rank's gradient in a bucket is scaled to at most local_clip_norm before
+        the moments (torch's clip_grad_norm_ factor); below it nothing changes."""
+        def run(st, s, factor_of=None):
+            out = {}
+            for k in (0, 1):
+                b = self.bucket(k, s, last=k == 1)
+                if factor_of is not None:  # the reference: clip the bucket by hand
+                    buf = b.buffer()
+                    norm = float(np.linalg.norm(buf.numpy().astype(np.float64)))
+                    buf.mul_(min(1.0, factor_of / (norm + 1e-6)))
+                st.reduce_bucket(b)
+                for p, g in zip(b.parameters(), b.gradients()):
+                    out[self.names[id(p)]] = g.reshape(-1).clone()
+            return out
+        for kind in ("sgd", "adam"):
+            clipped = adt.AdaCompState(model=self.model, codec="dense", local_optimizer=kind,
+                                       local_clip_norm=0.05)
+            ref = adt.AdaCompState(model=self.model, codec="dense", local_optimizer=kind)
+            loose = adt.AdaCompState(model=self.model, codec="dense", local_optimizer=kind,
+                                     local_clip_norm=1e6)
+            plain = adt.AdaCompState(model=self.model, codec="dense", local_optimizer=kind)
+            for s in range(STEPS):
+                a, b = run(clipped, s), run(ref, s, factor_of=0.05)
+                c, d = run(loose, s), run(plain, s)
+                for n in NAMES:
+                    torch.testing.assert_close(a[n], b[n], rtol=1e-5, atol=1e-7,
+                                               msg=f"{kind} {n} step {s}")
+                    self.assertTrue(torch.equal(c[n], d[n]), (kind, n, s))
+            self.assertFalse(all(torch.equal(a[n], c[n]) for n in NAMES), kind)  # it clipped
+        for bad in (-1.0, float("nan"), float("inf"), True, "1"):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                adt.AdaCompState(model=self.model, local_optimizer="sgd", local_clip_norm=bad)
+        with self.assertRaisesRegex(ValueError, "goes with local_optimizer"):
+            adt.AdaCompState(model=self.model, local_clip_norm=1.0)
+
     @staticmethod
     def _with(state, change):
         d = copy.deepcopy(state)

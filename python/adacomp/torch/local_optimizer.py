@@ -40,6 +40,8 @@ second moment (of a batch P times smaller, so noisier and larger) would shrink t
 Compression, and SGD's masking, start after the warm-up.
 """
 
+import math
+
 import torch
 
 from .. import _adacomp
@@ -51,7 +53,8 @@ class _LocalOptimizer:
     """Per-parameter moments (float32 tensors keyed by parameter name), the prepared
     moments of the step in progress, and the count of committed steps."""
 
-    def __init__(self, kind, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=None):
+    def __init__(self, kind, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
+                 clip_norm=0.0):
         if kind not in KINDS:
             raise ValueError(f"local_optimizer: 'sgd' or 'adam', not {kind!r}")
         self.kind = kind
@@ -72,6 +75,10 @@ class _LocalOptimizer:
                                  "decay stays with the SGD that applies the step)")
             for p in params:
                 self._decay[id(p)] = float(wd)
+        if isinstance(clip_norm, bool) or not isinstance(clip_norm, (int, float)) or not (
+                clip_norm >= 0 and math.isfinite(clip_norm)):
+            raise ValueError(f"local_clip_norm must be a finite number >= 0, not {clip_norm!r}")
+        self.clip_norm = float(clip_norm)
         self.steps = 0
         self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
         self._first = {}   # name -> velocity (sgd) or first moment (adam)
@@ -148,11 +155,25 @@ class _LocalOptimizer:
         self._next[e.name] = [m, None, 0]
         return d.numpy()
 
+    def clip(self, arr, layout):
+        """Scales the bucket's gradient (arr, over the layout's slices) in place to at
+        most clip_norm, as torch's clip_grad_norm_ does (factor clip_norm / (norm +
+        1e-6) when below 1); nothing without clip_norm."""
+        if not self.clip_norm:
+            return
+        norm = math.sqrt(sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout))
+        factor = self.clip_norm / (norm + 1e-6)
+        if factor < 1.0:
+            for _, off, n in layout:
+                arr[off:off + n] *= factor
+
     def average_step(self, ex):
         """A dense warm-up step of "adam": the averaged gradient of each parameter of the
-        bucket (ex.work, the same on every rank) is replaced by the Adam step of it, in
-        place (and in ex.buf), with moments prepared as prepare() does."""
+        bucket (ex.work, the same on every rank; clipped as clip() does) is replaced by
+        the Adam step of it, in place (and in ex.buf), with moments prepared as
+        prepare() does."""
         work = ex.work.numpy()
+        self.clip(work, ex.layout)
         for e, off, n in ex.layout:
             g = torch.from_numpy(work[off:off + n])
             m, v, d = self._adam(e, g, n)

@@ -83,6 +83,10 @@ class AdaCompState:
             "sgd" / "adam": each rank keeps the optimizer's moments of its own gradient
             and compresses the step they give; apply the averaged step with SGD of
             momentum 0 (local_optimizer.py; ``split_optimizer`` makes both).
+            local_clip_norm (> 0): the gradient clip of a local optimizer, whose output
+            is a step and not a gradient to clip: each rank scales its gradient in a
+            bucket to at most this L2 norm before the moments (with the model in one
+            bucket, torch's clip_grad_norm_ on the rank's own gradient).
         dense_warmup_steps: ``adacomp train --dense-warmup-steps``: the first steps go
             uncompressed (float32 frames: the exact average), as torch's PowerSGD
             all-reduces its first start_powerSGD_iter; residues untouched. 0: none.
@@ -97,12 +101,16 @@ class AdaCompState:
                  ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
                  momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
+                 local_clip_norm=0.0,
                  dense_warmup_steps=0):
         # The settings.
         if local_optimizer is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
         self._local = None if local_optimizer is None else _LocalOptimizer(
-            local_optimizer, momentum, betas, eps, local_weight_decay)
+            local_optimizer, momentum, betas, eps, local_weight_decay, local_clip_norm)
+        if local_clip_norm and local_optimizer is None:
+            raise ValueError("local_clip_norm goes with local_optimizer (without it, clip the "
+                             "averaged gradient the hook returns, as without the hook)")
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
