@@ -88,6 +88,10 @@ HOOKS = {
     # The local optimizer with the GPT's clip inside the hook: each rank clips its own
     # gradient (the model in one bucket) before its moments.
     "adacomp-local-clip": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0"],
+    # The same at twice the lr: each rank's second moment, of a batch P times smaller,
+    # is larger than the average's, so its steps are smaller than dense Adam's.
+    "adacomp-local-clip-lr2": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0",
+                               "--lr", "2e-3"],
     "fp16": ["--hook", "fp16"],
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
@@ -134,7 +138,8 @@ HOOKS = {
 ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16", "powersgd-r2",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
-         "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip")
+         "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
+         "adacomp-local-clip-lr2")
 PROCS = 4
 
 

@@ -25,6 +25,27 @@ STEPS = 3
 NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "conv.bias")
 
 
+def adam_reference(grads, betas, eps, freeze_after=0):
+    """Adam's step of every step and parameter in float64 ([{name: step}] per step);
+    freeze_after > 0: the second moment stops changing after that many steps, and its
+    bias correction stays that of its last update (1-bit Adam)."""
+    m = {n: 0.0 for n in NAMES}
+    v = {n: 0.0 for n in NAMES}
+    out = []
+    for s, step_grads in enumerate(grads):
+        d = {}
+        for n in NAMES:
+            g = step_grads[n].reshape(-1).double()
+            m[n] = betas[0] * m[n] + (1 - betas[0]) * g
+            if not freeze_after or s < freeze_after:
+                v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
+            t_v = min(s + 1, freeze_after) if freeze_after else s + 1
+            d[n] = (m[n] / (1 - betas[0] ** (s + 1))) / ((v[n] / (1 - betas[1] ** t_v)).sqrt()
+                                                        + eps)
+        out.append(d)
+    return out
+
+
 class LocalOptimizerTest(OneProcessGroupTest):
     setUp = base.StepRollbackTest.setUp
     bucket = base.StepRollbackTest.bucket
@@ -85,17 +106,10 @@ class LocalOptimizerTest(OneProcessGroupTest):
         betas, eps = (0.8, 0.9), 1e-6
         st = adt.AdaCompState(model=self.model, codec="dense", local_optimizer="adam",
                               betas=betas, eps=eps)
-        m = {n: 0.0 for n in NAMES}
-        v = {n: 0.0 for n in NAMES}
-        for s in range(STEPS):
+        for s, want in enumerate(adam_reference(self.grads, betas, eps)):
             got = self.run_step(st, s)
             for n in NAMES:
-                g = self.grads[s][n].reshape(-1).double()
-                m[n] = betas[0] * m[n] + (1 - betas[0]) * g
-                v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
-                d = (m[n] / (1 - betas[0] ** (s + 1))) / (
-                    (v[n] / (1 - betas[1] ** (s + 1))).sqrt() + eps)
-                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6)
+                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
         self.assertEqual(st.state_dict()["local_optimizer"]["steps"], STEPS)
 
     def train_through_hook(self, make_opt, codec="dense"):
@@ -241,19 +255,10 @@ class LocalOptimizerTest(OneProcessGroupTest):
         warm, betas, eps = 1, (0.8, 0.9), 1e-6  # then STEPS - 1 frozen steps
         st = adt.AdaCompState(model=self.model, codec="dense", local_optimizer="adam",
                               betas=betas, eps=eps, dense_warmup_steps=warm)
-        m = {n: 0.0 for n in NAMES}
-        v = {n: 0.0 for n in NAMES}
-        for s in range(STEPS):
+        for s, want in enumerate(adam_reference(self.grads, betas, eps, freeze_after=warm)):
             got = self.run_step(st, s)
             for n in NAMES:
-                g = self.grads[s][n].reshape(-1).double()
-                m[n] = betas[0] * m[n] + (1 - betas[0]) * g
-                if s < warm:
-                    v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
-                t_v = min(s + 1, warm)
-                d = (m[n] / (1 - betas[0] ** (s + 1))) / (
-                    (v[n] / (1 - betas[1] ** t_v)).sqrt() + eps)
-                torch.testing.assert_close(got[n].double(), d, rtol=2e-5, atol=1e-6,
+                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6,
                                            msg=f"{n} step {s}")
             if s == warm - 1:
                 frozen = self.moments(st, "second")
