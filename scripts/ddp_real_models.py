@@ -85,6 +85,8 @@ HOOKS = {
     # No hook without the gradient clip (which the local optimizer turns off on the GPT):
     # how much of the local optimizer's deficit is the clip's.
     "none-noclip": ["--hook", "none", "--clip", "0"],
+    # No hook at the lr adacomp-local-clip-lr2 uses: is 2e-3 simply a better lr here?
+    "none-lr2": ["--hook", "none", "--lr", "2e-3"],
     # The local optimizer with the GPT's clip inside the hook: each rank clips its own
     # gradient (the model in one bucket) before its moments.
     "adacomp-local-clip": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0"],
@@ -139,7 +141,7 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
-         "adacomp-local-clip-lr2")
+         "adacomp-local-clip-lr2", "none-lr2")
 PROCS = 4
 
 

@@ -38,15 +38,16 @@ LABELS = {
     "none-noclip": "no hook, gradient clip off",
     "adacomp-local-clip": "AdaComp, local optimizer, each rank's gradient clipped",
     "adacomp-local-clip-lr2": "AdaComp, local optimizer, clipped, 2x lr",
+    "none-lr2": "no hook, 2x lr",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
 # curves enough).
-NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "adacomp-local-clip-lr2")
+NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
-                          "teal", "dimgray", "lime", "gray")))
+                          "teal", "dimgray", "lime", "gray", "gray")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
