@@ -47,7 +47,7 @@ NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
-                          "teal", "dimgray", "lime", "gray", "gray")))
+                          "teal", "dimgray", "lime", "crimson", "gray")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
