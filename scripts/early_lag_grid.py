@@ -262,7 +262,11 @@ def plot(stats):
         if col == 0:
             axes[0][col].set_ylabel("test accuracy (%) or loss", fontsize=8)
             axes[1][col].set_ylabel("the same against bytes", fontsize=8)
-    grid_axes[0][0].legend(fontsize=7, loc="lower right")
+    seen = {}  # every run's line once (the local optimizer is on the Adam cells only)
+    for ax in grid_axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    grid_axes[0][0].legend(list(seen.values()), list(seen), fontsize=7, loc="lower right")
     fig.suptitle("The early lag: mean over seeds; dotted: dense after one epoch "
                  "(char-lstm: loss, lower is better)", fontsize=10)
     fig.tight_layout()
