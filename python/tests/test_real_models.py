@@ -321,10 +321,13 @@ class ResNet18LocalOptimizerTest(RealModelCase, unittest.TestCase):
 
 
 class GptLocalOptimizerTest(RealModelCase, unittest.TestCase):
-    """The AdaComp hook with a local optimizer (Adam's step) on the GPT."""
+    """The AdaComp hook with a local optimizer on the GPT, as docs/ddp-real-models.md
+    recommends it (the clip inside the hook, the model in one bucket), after a dense
+    warm-up: 1-bit Adam, whose frozen second moment the resumed run must carry."""
     script = GptTest.script
     size_args = GptTest.size_args
-    hook_args = ("--hook", "adacomp", "--local-optimizer")
+    hook_args = ("--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0",
+                 "--dense-warmup-steps", "2")
 
 
 if __name__ == "__main__":
