@@ -103,11 +103,11 @@ def ramp_title(args):
     return f", ramp {args.ramp_start} -> L_T over {args.ramp_steps} steps"
 
 
-def local_title(local, args=None):
+def local_title(local, args):
     if not local:
         return ""
-    clip = getattr(args, "local_clip", 0)
-    return f", local {local['local_optimizer']}" + (f", clip {clip:g} per rank" if clip else "")
+    return f", local {local['local_optimizer']}" + (
+        f", clip {args.local_clip:g} per rank" if args.local_clip else "")
 
 
 def add_ramp_and_local_args(g):
@@ -276,7 +276,7 @@ def ddp_wrap(model, args):
     kwargs = {}
     cap = args.bucket_cap_mb
     # With --local-clip the whole gradient's norm is one bucket's.
-    whole = args.hook == "powersgd" or (getattr(args, "local_clip", 0) > 0)
+    whole = args.hook == "powersgd" or args.local_clip > 0
     if whole and (not cap or cap <= size_mb):
         # torch 1.13's PowerSGD hook on Gloo aborts (gloo::EnforceNotMet) once a model
         # spans several buckets: keep the whole model in one, the first bucket included.

@@ -120,40 +120,36 @@ class _LocalOptimizer:
                                     self.momentum, wd, u.numpy())
             self._next[e.name] = [u, None, 0]
             return u.numpy()
-        if (self.freeze_after and self.steps >= self.freeze_after
-                and e.name in self._second):  # (a parameter the warm-up never saw: Adam)
-            return self._frozen_step(e, g, n)
-        m, v, d = self._adam(e, g, n)
+        # (a parameter the warm-up never saw runs plain Adam)
+        frozen = bool(self.freeze_after) and self.steps >= self.freeze_after and (
+            e.name in self._second)
+        m, v, d = self._adam(e, g, n, frozen)
         self._next[e.name] = [m, v, 0]
         return d.numpy()
 
-    def _adam(self, e, g, n):
+    def _adam(self, e, g, n, frozen=False):
         """Adam's moments of e after gradient g (n elements, float32) and its step (in
-        scratch 1)."""
+        scratch 1). frozen (1-bit Adam after the warm-up): the second moment is the
+        warm-up's, unchanged, with the bias correction of its last update; its place in
+        the result is None."""
         first = self._first.get(e.name)
         b1, b2 = self.betas
+        t = self.steps + 1
         if first is None:
             m = g.mul(1.0 - b1)
-            v = g.mul(g).mul_(1.0 - b2)
         else:
             m = torch.mul(first, b1, out=self._buffer(e.name, 0, n)).add_(g, alpha=1.0 - b1)
+        if frozen:
+            v, t_v = self._second[e.name], self.freeze_after
+        elif first is None:
+            v, t_v = g.mul(g).mul_(1.0 - b2), t
+        else:
             v = torch.mul(self._second[e.name], b2, out=self._buffer(e.name, 1, n)).addcmul_(
                 g, g, value=1.0 - b2)
-        t = self.steps + 1
-        denom = torch.div(v, 1.0 - b2 ** t, out=self._scratch(0, n)).sqrt_().add_(self.eps)
-        return m, v, torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
-
-    def _frozen_step(self, e, g, n):
-        """After the warm-up (1-bit Adam): this rank's first moment, the warm-up's frozen
-        second moment."""
-        b1, b2 = self.betas
-        m = torch.mul(self._first[e.name], b1, out=self._buffer(e.name, 0, n)).add_(
-            g, alpha=1.0 - b1)
-        denom = torch.div(self._second[e.name], 1.0 - b2 ** self.freeze_after,
-                          out=self._scratch(0, n)).sqrt_().add_(self.eps)
-        d = torch.div(m, 1.0 - b1 ** (self.steps + 1), out=self._scratch(1, n)).div_(denom)
-        self._next[e.name] = [m, None, 0]
-        return d.numpy()
+            t_v = t
+        denom = torch.div(v, 1.0 - b2 ** t_v, out=self._scratch(0, n)).sqrt_().add_(self.eps)
+        d = torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
+        return m, None if frozen else v, d
 
     def clip(self, arr, layout):
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
