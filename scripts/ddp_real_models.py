@@ -94,6 +94,11 @@ HOOKS = {
     # is larger than the average's, so its steps are smaller than dense Adam's.
     "adacomp-local-clip-lr2": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0",
                                "--lr", "2e-3"],
+    # The same with the transformer weights at twice the default bin size: local Adam's
+    # steps are flatter than gradients, so at L_T 50 it sends twice the defaults' bytes.
+    "adacomp-local-clip-lr2-l100": ["--hook", "adacomp", "--local-optimizer", "--local-clip",
+                                    "1.0", "--lr", "2e-3", "--bin-sizes",
+                                    "attention=100,mlp=100,embedding=100"],
     "fp16": ["--hook", "fp16"],
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
@@ -141,7 +146,7 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
-         "adacomp-local-clip-lr2", "none-lr2")
+         "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100")
 PROCS = 4
 
 
@@ -229,8 +234,10 @@ def cluster_up(name, hosts, link):
         raise RuntimeError(f"{shlex.join(cmd)}: exit {r.returncode}: {(r.stdout + r.stderr).strip()}")
 
 
-def checkpoint_dir(args, tag):
-    return os.path.join(args.checkpoint_root, tag)
+def checkpoint_dir(args, model, hook, hosts):
+    """Where the state at step --from-step of this run goes: one per model, hook and host
+    count, shared by every link (the training to it runs on loopback)."""
+    return os.path.join(args.checkpoint_root, f"{model}_{hook}_P{hosts}_from{args.from_step}")
 
 
 def make_checkpoint(args, model, hook, hosts, ckdir):
@@ -277,7 +284,8 @@ def speed(args):
                 continue
             if args.from_step:  # on loopback, before the cluster is up
                 for model, hook, path, tag in todo:
-                    make_checkpoint(args, model, hook, hosts, checkpoint_dir(args, tag))
+                    make_checkpoint(args, model, hook, hosts,
+                                    checkpoint_dir(args, model, hook, hosts))
             cluster_up(args.cluster_name, hosts, link)
             try:
                 for model, hook, path, tag in todo:
@@ -295,7 +303,7 @@ def speed(args):
                         k = args.from_step
                         example[example.index("--max-steps") + 1] = str(k + args.steps)
                         example[example.index("--warmup-steps") + 1] = str(k + 2)
-                        example += ["--checkpoint-dir", checkpoint_dir(args, tag),
+                        example += ["--checkpoint-dir", checkpoint_dir(args, model, hook, hosts),
                                     "--resume", str(k)]
                     cmd = [CLUSTER, "--name", args.cluster_name, "run", "--each", "--timeout",
                            str(args.timeout), "--port", str(port), "--logs", logs, "--",

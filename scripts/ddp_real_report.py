@@ -39,15 +39,17 @@ LABELS = {
     "adacomp-local-clip": "AdaComp, local optimizer, each rank's gradient clipped",
     "adacomp-local-clip-lr2": "AdaComp, local optimizer, clipped, 2x lr",
     "none-lr2": "no hook, 2x lr",
+    "adacomp-local-clip-lr2-l100": "AdaComp, local optimizer, clipped, 2x lr, L_T 100",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
 # curves enough).
-NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2")
+NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2",
+             "adacomp-local-clip-lr2-l100")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
-                          "teal", "dimgray", "lime", "crimson", "gray")))
+                          "teal", "dimgray", "lime", "crimson", "gray", "gray")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
@@ -186,6 +188,7 @@ def model_section(model, metric, acc, spd, lines):
                     + (f"{te:.0f} s" if te is not None else "not reached") + " | "
                     + (f"{tf:.0f} s" if tf is not None else "not reached") + f" | {vs} |")
         lines.append("")
+    lines.extend(mid_schedule_rows(model, metric, found, tg, spd))
     cpu = [(k, s) for k, s in spd.items() if k.startswith(model + "_adacomp")
            and s.get("cpu_per_step_s", {}).get("hook")]
     if cpu:
@@ -197,6 +200,48 @@ def model_section(model, metric, acc, spd, lines):
                          f"{1e3 * c['backward']:.1f} ms ({100 * c['hook'] / c['backward']:.1f} %)")
         lines.append("")
     return {"found": found, "targets": tg, "table": table, "metric": metric}
+
+
+def mid_schedule_rows(model, metric, found, tg, spd):
+    """The time to the final target with each hook's step timed after a mid-schedule
+    checkpoint (speed --from-step K; runs named MODEL_HOOK_PP_LINK_fromK), against no
+    hook's (its own run after step K where there is one, else its steps timed from the
+    start: no hook's bytes do not change over training)."""
+    runs = {}
+    for k, s in spd.items():
+        base, _, after = k.rpartition("_from")
+        parts = base.split("_")
+        if not after.isdigit() or len(parts) != 4 or parts[0] != model or parts[1] not in LABELS:
+            continue
+        runs[(int(parts[2][1:]), parts[3], parts[1])] = (int(after), s)
+    if not runs:
+        return []
+    out = ["Time per step timed after a mid-schedule checkpoint (`speed --from-step K`: the "
+           "state at step K trained on loopback, then the steps after it timed on the "
+           "cluster; a compressed hook's frames shrink over training, so these steps are "
+           "nearer the run's average than the first ones), and the time to the final target "
+           "= steps to it x this time:\n",
+           "| hosts | link | hook | K | s/step after step K | s/step from the start | link "
+           "tx/host/step after K | time to final | vs no hook (final) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for (P, link, h), (k, s) in sorted(runs.items(), key=lambda kv: (
+            kv[0][0], LINKS.index(kv[0][1]) if kv[0][1] in LINKS else 9, HOOKS.index(kv[0][2]))):
+        r = found.get(h)
+        f_s = steps_to(r["evals"], metric, tg["final"]) if r else None
+        t = s["step_time_mean_s"]
+        start = spd.get(f"{model}_{h}_P{P}_{link}")
+        none = runs.get((P, link, "none"), (None, spd.get(f"{model}_none_P{P}_{link}")))[1]
+        n_s = steps_to(found["none"]["evals"], metric, tg["final"]) if "none" in found else None
+        vs = "-"
+        if f_s is not None and none is not None and n_s is not None and h != "none":
+            vs = f"{n_s * none['step_time_mean_s'] / (f_s * t):.2f}x sooner"
+        out.append(f"| {P} | {link} | {LABELS[h]} | {k} | {t:.3f} | "
+                   + (f"{start['step_time_mean_s']:.3f}" if start else "-") + " | "
+                   f"{fmt_bytes(s.get('link_tx_per_host_step'))} | "
+                   + (f"{f_s * t:.0f} s" if f_s is not None else "not reached")
+                   + f" | {vs} |")
+    out.append("")
+    return out
 
 
 def _metric_axis(ax, res):

@@ -40,5 +40,44 @@ class CheckEstimateTest(unittest.TestCase):
         self.assertEqual(rep.check_estimate({"m_h_P4_link_full": self.full}), [])
 
 
+def evals(*pairs):
+    return {"evals": [{"step": st, "loss": v} for st, v in pairs]}
+
+
+class MidScheduleRowsTest(unittest.TestCase):
+    """The time to the final target with steps timed after a checkpoint: this run's
+    steps to the target x its step after K, against no hook's steps x no hook's own run
+    after K where there is one, else its run timed from the start."""
+
+    def setUp(self):
+        self.found = {"none": evals((0, 5.0), (100, 2.5), (200, 2.2)),
+                      "adacomp": evals((0, 5.0), (100, 2.3), (200, 2.2))}
+        self.tg = {"final": 2.35}  # no hook reaches it at step 200, adacomp at 100
+
+    def rows(self, spd):
+        return [l for l in rep.mid_schedule_rows("gpt", "loss", self.found, self.tg, spd)
+                if l.startswith("| 4 ")]
+
+    def test_against_no_hooks_run_after_k(self):
+        spd = {"gpt_none_P4_100mbit": short(9.0), "gpt_none_P4_100mbit_from100": short(3.0),
+               "gpt_adacomp_P4_100mbit": short(1.5), "gpt_adacomp_P4_100mbit_from100": short(1.2),
+               "resnet18_adacomp_P4_100mbit_from100": short(7.0)}
+        rows = self.rows(spd)
+        self.assertEqual(len(rows), 2)
+        # no hook: 200 x 3.0 = 600 s; adacomp: 100 x 1.2 = 120 s, 5x sooner.
+        self.assertEqual(rows[0], "| 4 | 100mbit | no hook | 100 | 3.000 | 9.000 | - | 600 s | - |")
+        self.assertEqual(rows[1],
+                         "| 4 | 100mbit | AdaComp | 100 | 1.200 | 1.500 | - | 120 s | 5.00x sooner |")
+
+    def test_no_hook_from_the_start_when_it_has_no_run_after_k(self):
+        spd = {"gpt_none_P4_1gbit": short(2.4), "gpt_adacomp_P4_1gbit_from50": short(1.2)}
+        rows = self.rows(spd)
+        self.assertEqual(rows, ["| 4 | 1gbit | AdaComp | 50 | 1.200 | - | - | 120 s | 4.00x sooner |"])
+
+    def test_nothing_without_runs_after_a_checkpoint(self):
+        self.assertEqual(rep.mid_schedule_rows("gpt", "loss", self.found, self.tg,
+                                               {"gpt_none_P4_1gbit": short(2.4)}), [])
+
+
 if __name__ == "__main__":
     unittest.main()
