@@ -24,6 +24,9 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
   p16     mnist-cnn on 16 hosts at 100 Mbit/s, 1 Gbit/s and unshaped: the
           rings, and AdaComp by the all-gather, the reduce-scatter and auto
           (docs/cost-model-oos.md scores the cost model on them).
+  auto16  the three AdaComp exchanges of p16 again, 45 steps each, in 3 rounds
+          (each round runs all three, its order turned): auto against the
+          faster exchange on the medians over rounds, steadier than one run.
 
   schedule  mnist-cnn's and then fc-dnn's whole 12-epoch schedule (x0.1 after epochs
           6 and 9) on 8 hosts at 100 Mbit/s and 1 Gbit/s, trained to the end: the fp16 and
@@ -88,6 +91,9 @@ CODECS = {
 }
 P16_LINKS = ["100mbit", "1gbit", "unshaped"]
 P16_CODECS = ["dense", "fp16", "adacomp", "adacomp-rs", "adacomp-auto"]
+AUTO16_CODECS = ["adacomp", "adacomp-rs", "adacomp-auto"]
+AUTO16_ROUNDS = 3
+AUTO16_STEPS = 45  # medians of steps 6-45
 MODELS = ["mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"]
 # Part schedule: (link, codec) in the order they run, the ones the targets compare first.
 SCHEDULE_RUNS = [("100mbit", "adacomp"), ("100mbit", "fp16"), ("1gbit", "adacomp"),
@@ -141,12 +147,22 @@ def configs():
         for codec in P16_CODECS:
             out.append({"part": "p16", "model": "mnist-cnn", "codec": codec, "P": 16, "link": link,
                         "steps": STEPS})
+    # auto against the two exchanges at P = 16, in rounds: each round runs the three
+    # once (in an order that turns each round, so no exchange always runs first), and
+    # the medians over rounds are compared (one run's median moves by 10-20 %).
+    for link in P16_LINKS:
+        for r in range(1, AUTO16_ROUNDS + 1):
+            k = (r - 1) % len(AUTO16_CODECS)
+            for codec in AUTO16_CODECS[k:] + AUTO16_CODECS[:k]:
+                out.append({"part": "auto16", "model": "mnist-cnn", "codec": codec, "P": 16,
+                            "link": link, "steps": AUTO16_STEPS, "round": r})
     for model in ("mnist-cnn", "fc-dnn"):
         for link, codec in SCHEDULE_RUNS + (SCHEDULE_FAST_RUNS if model == "mnist-cnn" else []):
             out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
                         "link": link})
     for c in out:
-        c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"])
+        c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"]) + (
+            "_r%d" % c["round"] if "round" in c else "")
     for name, extra in PROBES:
         out.append({"part": "probe", "model": "mnist-cnn", "id": name, "args": extra})
     return out
@@ -346,8 +362,8 @@ def find_target(adacomp, log):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="all",
-                    choices=["steps", "bytes", "target", "probe", "p16", "schedule",
-                             "all"])
+                    choices=["steps", "bytes", "target", "probe", "p16", "auto16",
+                             "schedule", "all"])
     ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--adacomp", default=os.path.join(ROOT, "build", "tools", "adacomp",
