@@ -94,9 +94,26 @@ def load_rounds():
     for path in sorted(glob.glob(os.path.join(sr.RES, "auto16", "*.json"))):
         with open(path) as f:
             r = json.load(f)
-        out.setdefault((r["link"], r["codec"]), []).append((r["round"], r["split"]["step"], r))
-    return {k: [t for _, t, _ in sorted(v)] for k, v in out.items()}, {
-        k: v[0][2] for k, v in out.items()}
+        out.setdefault((r["link"], r["codec"]), []).append((r["round"], r["split"], r))
+    runs = {k: [sp["step"] for _, sp, _ in sorted(v, key=lambda x: x[0])] for k, v in out.items()}
+    comm = {k: statistics.median(sp["communicate"] for _, sp, _ in v) for k, v in out.items()}
+    return runs, {k: v[0][2] for k, v in out.items()}, comm
+
+
+def comm_line(comm):
+    """The exchange part alone (the medians over rounds of each run's median
+    communicate time), where auto's choice acts, per link."""
+    rows = []
+    for link in sr.LINKS:
+        c = [comm.get((link, x)) for x in ("adacomp", "adacomp-rs", "adacomp-auto")]
+        if None not in c:
+            rows.append(f"{sr.LINK_NAME[link]} {1e3 * c[0]:.1f} / {1e3 * c[1]:.1f} / "
+                        f"{1e3 * c[2]:.1f} ms")
+    if not rows:
+        return []
+    return ["", "The exchange part of the step alone (medians over rounds of each run's "
+            "median communicate time; all-gather / reduce-scatter / auto): "
+            + "; ".join(rows) + "."]
 
 
 def rounds_section(runs, first):
@@ -246,9 +263,9 @@ def main():
         lines += t16
         verdicts.append(f"P = 16 ({name}, {m16}): {v16}")
         lines += auto_section(p16, name)
-    runs, first = load_rounds()
+    runs, first, comm = load_rounds()
     more, v_rounds = rounds_section(runs, first)
-    lines += more
+    lines += more + (comm_line(comm) if more else [])
     verdicts += v_rounds
     lines += ["", "## In short", ""] + [f"- {v}" for v in verdicts] + [""]
     with open(DOC, "w") as f:

@@ -37,5 +37,17 @@ class RoundsSectionTest(unittest.TestCase):
         self.assertEqual(oos.rounds_section(runs, {("1gbit", "adacomp"): run()}), ([], []))
 
 
+class CommLineTest(unittest.TestCase):
+    def test_each_link_with_every_exchange(self):
+        comm = {("1gbit", "adacomp"): 0.0381, ("1gbit", "adacomp-rs"): 0.0445,
+                ("1gbit", "adacomp-auto"): 0.0408, ("unshaped", "adacomp"): 0.03}
+        lines = oos.comm_line(comm)
+        self.assertEqual(len(lines), 2)
+        self.assertTrue(lines[1].endswith(": 1 Gbit/s 38.1 / 44.5 / 40.8 ms."), lines[1])
+
+    def test_nothing_without_a_whole_link(self):
+        self.assertEqual(oos.comm_line({("unshaped", "adacomp"): 0.03}), [])
+
+
 if __name__ == "__main__":
     unittest.main()
