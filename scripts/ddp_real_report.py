@@ -189,6 +189,7 @@ def model_section(model, metric, acc, spd, lines):
                     + (f"{tf:.0f} s" if tf is not None else "not reached") + f" | {vs} |")
         lines.append("")
     lines.extend(mid_schedule_rows(model, metric, found, tg, spd))
+    lines.extend(full_run_rows(model, metric, tg, spd))
     cpu = [(k, s) for k, s in spd.items() if k.startswith(model + "_adacomp")
            and s.get("cpu_per_step_s", {}).get("hook")]
     if cpu:
@@ -240,6 +241,48 @@ def mid_schedule_rows(model, metric, found, tg, spd):
                    f"{fmt_bytes(s.get('link_tx_per_host_step'))} | "
                    + (f"{f_s * t:.0f} s" if f_s is not None else "not reached")
                    + f" | {vs} |")
+    out.append("")
+    return out
+
+
+def training_time_to(evals, metric, target):
+    """A run's training time (wall clock less its evaluations so far) at its first
+    evaluation at or past target, or None."""
+    spent = 0.0
+    for e in evals:
+        spent += e.get("eval_s", 0.0)
+        if better(metric, e[metric], target):
+            return e["wall_s"] - spent
+    return None
+
+
+def full_run_rows(model, metric, tg, spd):
+    """The whole schedules trained on the cluster (speed --full; runs named
+    MODEL_HOOK_PP_LINK_full): the training time to each target, measured, against no
+    hook's whole schedule on the same hosts and link where there is one."""
+    runs = {}
+    for k, s in spd.items():
+        parts = k.split("_")
+        if len(parts) == 5 and parts[0] == model and parts[4] == "full" and parts[1] in LABELS:
+            runs[(int(parts[2][1:]), parts[3], parts[1])] = s
+    if not runs:
+        return []
+    out = ["Trained to the end on the cluster (`speed --full`): the training time (wall "
+           "clock less evaluations) to each target, measured, not estimated:\n",
+           "| hosts | link | hook | final | training s | time to early | time to final | "
+           "vs no hook (final) |", "|---|---|---|---|---|---|---|---|"]
+    for (P, link, h), s in sorted(runs.items(), key=lambda kv: (
+            kv[0][0], LINKS.index(kv[0][1]) if kv[0][1] in LINKS else 9, HOOKS.index(kv[0][2]))):
+        te = training_time_to(s["evals"], metric, tg["early"])
+        tf = training_time_to(s["evals"], metric, tg["final"])
+        none = runs.get((P, link, "none"))
+        nf = training_time_to(none["evals"], metric, tg["final"]) if none else None
+        vs = f"{nf / tf:.2f}x sooner" if h != "none" and nf and tf else "-"
+        trained = s["wall_s"] - sum(e.get("eval_s", 0.0) for e in s["evals"])
+        out.append(f"| {P} | {link} | {LABELS[h]} | "
+                   f"{fmt_metric(metric, s['evals'][-1][metric])} | {trained:.0f} | "
+                   + (f"{te:.0f} s" if te is not None else "not reached") + " | "
+                   + (f"{tf:.0f} s" if tf is not None else "not reached") + f" | {vs} |")
     out.append("")
     return out
 

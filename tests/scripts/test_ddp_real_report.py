@@ -79,5 +79,35 @@ class MidScheduleRowsTest(unittest.TestCase):
                                                {"gpt_none_P4_1gbit": short(2.4)}), [])
 
 
+class FullRunRowsTest(unittest.TestCase):
+    """Whole schedules on the cluster: training time (wall clock less evaluations so far)
+    at the first evaluation at or past each target, against no hook's."""
+
+    def full(self, losses, eval_s=1.0, step_s=2.0):
+        ev, wall = [], 0.0
+        for i, v in enumerate(losses):
+            wall += (step_s * 100 if i else 0.0) + eval_s
+            ev.append({"step": 100 * i, "loss": v, "wall_s": wall, "eval_s": eval_s})
+        return {"evals": ev, "wall_s": wall}
+
+    def test_measured_times_and_ratio(self):
+        spd = {"gpt_none_P4_100mbit_full": self.full([5.0, 2.6, 2.2], step_s=3.0),
+               "gpt_adacomp_P4_100mbit_full": self.full([5.0, 2.3, 2.2], step_s=1.0),
+               "gpt_adacomp_P4_100mbit": short(1.0)}
+        tg = {"early": 2.6, "final": 2.35}
+        rows = [l for l in rep.full_run_rows("gpt", "loss", tg, spd) if l.startswith("| 4 ")]
+        # no hook: early at step 100 (300 s of training), final at 200 (600 s);
+        # adacomp: both at step 100 (100 s): 6x sooner.
+        self.assertEqual(rows, [
+            "| 4 | 100mbit | no hook | 2.2000 | 600 | 300 s | 600 s | - |",
+            "| 4 | 100mbit | AdaComp | 2.2000 | 200 | 100 s | 100 s | 6.00x sooner |"])
+
+    def test_not_reached(self):
+        spd = {"gpt_adacomp_P4_1gbit_full": self.full([5.0, 2.9, 2.8])}
+        rows = rep.full_run_rows("gpt", "loss", {"early": 2.6, "final": 2.35}, spd)
+        self.assertIn("| 4 | 1gbit | AdaComp | 2.8000 | 400 | not reached | not reached | - |",
+                      rows)
+
+
 if __name__ == "__main__":
     unittest.main()
