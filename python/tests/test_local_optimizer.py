@@ -12,6 +12,7 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 -m unittest -v test_local_optimi
 
 import copy
 import unittest
+import warnings
 
 import numpy as np
 import torch
@@ -308,8 +309,15 @@ class LocalOptimizerTest(OneProcessGroupTest):
                                      local_clip_norm=1e6)
             plain = adt.AdaCompState(model=self.model, codec="dense", local_optimizer=kind)
             for s in range(STEPS):
-                a, b = run(clipped, s), run(ref, s, factor_of=0.05)
-                c, d = run(loose, s), run(plain, s)
+                # Two buckets, each clipped on its own: said once per state, at bucket 1.
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    a, b = run(clipped, s), run(ref, s, factor_of=0.05)
+                    c, d = run(loose, s), run(plain, s)
+                self.assertEqual(len(said), 2 if s == 0 else 0, [str(w.message) for w in said])
+                for w in said:
+                    self.assertIs(w.category, RuntimeWarning)
+                    self.assertIn("clips each DDP bucket's gradient on its own", str(w.message))
                 for n in NAMES:
                     torch.testing.assert_close(a[n], b[n], rtol=1e-5, atol=1e-7,
                                                msg=f"{kind} {n} step {s}")

@@ -140,7 +140,7 @@ def _compress(st, ex, arr):
     local = st._local
     ex.average_step = dense and local is not None and local.kind == "adam"
     if local is not None and not ex.average_step:
-        local.clip(arr, ex.layout)  # (an average_step clips the average instead)
+        local.clip(arr, ex.layout, ex.index)  # (an average_step clips the average instead)
     if not dense:
         st._snapshot(ex.layout)
     for e, off, n in ex.layout:

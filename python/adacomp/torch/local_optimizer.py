@@ -41,6 +41,7 @@ Compression, and SGD's masking, start after the warm-up.
 """
 
 import math
+import warnings
 
 import torch
 
@@ -79,6 +80,7 @@ class _LocalOptimizer:
                 clip_norm >= 0 and math.isfinite(clip_norm)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {clip_norm!r}")
         self.clip_norm = float(clip_norm)
+        self._warned_buckets = False  # clip() said once that the model spans buckets
         self.steps = 0
         self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
         self._first = {}   # name -> velocity (sgd) or first moment (adam)
@@ -151,12 +153,21 @@ class _LocalOptimizer:
         d = torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
         return m, None if frozen else v, d
 
-    def clip(self, arr, layout):
+    def clip(self, arr, layout, bucket_index=0):
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
         most clip_norm, as torch's clip_grad_norm_ does (factor clip_norm / (norm +
-        1e-6) when below 1); nothing without clip_norm."""
+        1e-6) when below 1); nothing without clip_norm. A bucket after the first (the
+        model spans several, each clipped on its own) is warned of once."""
         if not self.clip_norm:
             return
+        if bucket_index > 0 and not self._warned_buckets:
+            self._warned_buckets = True
+            warnings.warn(
+                "adacomp hook: local_clip_norm clips each DDP bucket's gradient on its own, "
+                "and this model spans several buckets; to clip each rank's whole gradient, "
+                "put the model in one bucket (DDP's bucket_cap_mb above the model's size, "
+                "and torch.distributed's first-bucket limit with it, as "
+                "examples/ddp_hooks.py's ddp_wrap does)", RuntimeWarning, stacklevel=2)
         norm = math.sqrt(sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout))
         factor = self.clip_norm / (norm + 1e-6)
         if factor < 1.0:
@@ -169,7 +180,7 @@ class _LocalOptimizer:
         the Adam step of it, in place (and in ex.buf), with moments prepared as
         prepare() does."""
         work = ex.work.numpy()
-        self.clip(work, ex.layout)
+        self.clip(work, ex.layout, ex.index)
         for e, off, n in ex.layout:
             g = torch.from_numpy(work[off:off + n])
             m, v, d = self._adam(e, g, n)
