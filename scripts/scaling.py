@@ -92,7 +92,7 @@ CODECS = {
 P16_LINKS = ["100mbit", "1gbit", "unshaped"]
 P16_CODECS = ["dense", "fp16", "adacomp", "adacomp-rs", "adacomp-auto"]
 AUTO16_CODECS = ["adacomp", "adacomp-rs", "adacomp-auto"]
-AUTO16_ROUNDS = 3
+AUTO16_ROUNDS = 5
 AUTO16_STEPS = 45  # medians of steps 6-45
 MODELS = ["mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"]
 # Part schedule: (link, codec) in the order they run, the ones the targets compare first.
