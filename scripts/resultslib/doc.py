@@ -3,13 +3,12 @@ tables, the plots and the hand-written parts, in order) and the quick-scale
 section with how it was produced."""
 
 import os
-import platform
-import subprocess
 
 from . import tables
 from .configs import FULL_LENGTHS, FULL_SEEDS, SCALES, make_full_configs
 from .ddp import ddp_section
-from .paths import DOC, IMG_DIR, NOTES_DIR
+from .paths import DOC, IMG_DIR, NOTES_DIR, QUICK_MACHINE
+from .runner import machine_now
 from .runs import load, load_runs, spec
 
 # The quick-scale models table's row order.
@@ -65,18 +64,17 @@ def full_section(configs, lengths, seeds):
     return lines
 
 
-def machine():
-    """The machine the quick-scale rows ran on, as lscpu and platform name it."""
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "%s, %d cores (`lscpu` model name: %s), %s" % (
-        platform.machine(), os.cpu_count() or 0, model, platform.system())
+def quick_machine(done):
+    """The machine(s) the quick-scale runs ran on: what each run recorded
+    ("run"."machine"), else results/quick/MACHINE (written for runs made
+    before they recorded it), else this machine, said to be the page's."""
+    named = sorted({r["run"]["machine"] for r in done if r["run"].get("machine")})
+    if named:
+        return "; ".join(named)
+    if os.path.exists(QUICK_MACHINE):
+        with open(QUICK_MACHINE) as f:
+            return f.read().strip()
+    return machine_now() + " (the machine that wrote this page; the runs did not record theirs)"
 
 
 def write_doc(configs, scale, command, notes_path):
@@ -116,7 +114,7 @@ def write_doc(configs, scale, command, notes_path):
       "not depend on the pass it ran in; its time does.")
     w("- Machine: %s. **The machine was shared with other work (builds and "
       "tests of other parts of the project) during the whole run**, so time per "
-      "step is noisy and only roughly comparable between rows." % machine())
+      "step is noisy and only roughly comparable between rows." % quick_machine(done))
     w("- Runs: %d of %d configurations present, %.0f minutes of training in "
       "all (sum of each run's elapsed time), finished between %s and %s." % (
           len(done), len(unique), total_elapsed / 60,

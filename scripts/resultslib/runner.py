@@ -5,6 +5,7 @@ date) under results/, and the trainer's output logged."""
 import datetime
 import json
 import os
+import platform
 import shlex
 import subprocess
 import time
@@ -57,6 +58,7 @@ def run_one(adacomp, cfg, log):
         "args": cfg["args"],
         "elapsed_seconds": round(elapsed, 1),
         "finished_utc": utc_now(),
+        "machine": machine_now(),
     }
     if metrics:
         os.replace(metrics + ".tmp", metrics)
@@ -72,6 +74,20 @@ def keep_result(out, summary, log, run_id, elapsed):
     os.replace(out + ".part", out)
     log.write("-- %s done in %.1f s\n" % (run_id, elapsed))
     log.flush()
+
+
+def machine_now():
+    """This machine, as lscpu and platform name it."""
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "%s, %d cores (`lscpu` model name: %s), %s" % (
+        platform.machine(), os.cpu_count() or 0, model, platform.system())
 
 
 def utc_now():

@@ -407,5 +407,34 @@ class SweepTableTest(unittest.TestCase):
         (config("mnist-cnn", "dense", "sgd", 1), summary("mnist-cnn", [0.9])))), [])
 
 
+
+class QuickMachineTest(unittest.TestCase):
+  """docs/results.md names the machine the quick-scale runs ran on, not the one
+  that regenerates the page."""
+
+  def test_what_the_runs_recorded(self):
+    from resultslib import doc
+    done = [{"run": {"machine": "B"}}, {"run": {"machine": "A"}}, {"run": {"machine": "A"}},
+            {"run": {}}]
+    self.assertEqual(doc.quick_machine(done), "A; B")
+
+  def test_the_file_for_runs_that_did_not(self):
+    import os
+    import tempfile
+    from resultslib import doc
+    with tempfile.TemporaryDirectory() as d:
+      path = os.path.join(d, "MACHINE")
+      with open(path, "w") as f:
+        f.write("x86_64, 2 cores (`lscpu` model name: Old CPU), Linux\n")
+      saved, doc.QUICK_MACHINE = doc.QUICK_MACHINE, path
+      try:
+        self.assertEqual(doc.quick_machine([{"run": {}}]),
+                         "x86_64, 2 cores (`lscpu` model name: Old CPU), Linux")
+        os.remove(path)
+        self.assertIn("the machine that wrote this page", doc.quick_machine([{"run": {}}]))
+      finally:
+        doc.QUICK_MACHINE = saved
+
+
 if __name__ == "__main__":
   unittest.main()
