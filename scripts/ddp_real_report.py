@@ -203,6 +203,12 @@ def model_section(model, metric, acc, spd, lines):
     return {"found": found, "targets": tg, "table": table, "metric": metric}
 
 
+def _row_order(item):
+    """Table rows of {(hosts, link, hook): run} by hosts, then link, then hook."""
+    (P, link, h), _ = item
+    return P, LINKS.index(link) if link in LINKS else len(LINKS), HOOKS.index(h)
+
+
 def mid_schedule_rows(model, metric, found, tg, spd):
     """The time to the final target with each hook's step timed after a mid-schedule
     checkpoint (speed --from-step K; runs named MODEL_HOOK_PP_LINK_fromK), against no
@@ -225,8 +231,7 @@ def mid_schedule_rows(model, metric, found, tg, spd):
            "| hosts | link | hook | K | s/step after step K | s/step from the start | link "
            "tx/host/step after K | time to final | vs no hook (final) |",
            "|---|---|---|---|---|---|---|---|---|"]
-    for (P, link, h), (k, s) in sorted(runs.items(), key=lambda kv: (
-            kv[0][0], LINKS.index(kv[0][1]) if kv[0][1] in LINKS else 9, HOOKS.index(kv[0][2]))):
+    for (P, link, h), (k, s) in sorted(runs.items(), key=_row_order):
         r = found.get(h)
         f_s = steps_to(r["evals"], metric, tg["final"]) if r else None
         t = s["step_time_mean_s"]
@@ -271,8 +276,7 @@ def full_run_rows(model, metric, tg, spd):
            "clock less evaluations) to each target, measured, not estimated:\n",
            "| hosts | link | hook | final | training s | time to early | time to final | "
            "vs no hook (final) |", "|---|---|---|---|---|---|---|---|"]
-    for (P, link, h), s in sorted(runs.items(), key=lambda kv: (
-            kv[0][0], LINKS.index(kv[0][1]) if kv[0][1] in LINKS else 9, HOOKS.index(kv[0][2]))):
+    for (P, link, h), s in sorted(runs.items(), key=_row_order):
         te = training_time_to(s["evals"], metric, tg["early"])
         tf = training_time_to(s["evals"], metric, tg["final"])
         none = runs.get((P, link, "none"))
