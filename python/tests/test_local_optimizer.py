@@ -408,6 +408,53 @@ class SplitOptimizerTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "out has 3 elements"):
             step(u, g, None, 0.9, 0.0, np.empty(3, np.float32))
 
+    def test_adam_step_kernel(self):
+        """The one-pass Adam step against numpy's float32 operations in the same order
+        (bit for bit: no multiply-add is fused), each case, and its checks."""
+        rng = np.random.default_rng(4)
+        m0, g = (rng.standard_normal(1003).astype(np.float32) for _ in range(2))
+        v0 = rng.random(1003).astype(np.float32)
+        b1, b2, eps, bc1, bc2 = 0.9, 0.95, 1e-8, 0.271, 0.0975
+        f = np.float32
+
+        def want(m_prev, v_prev, frozen=False):
+            m = (f(b1) * m_prev if m_prev is not None else f(0)) + f(1 - b1) * g
+            v = v_prev if frozen else (
+                (f(b2) * v_prev if v_prev is not None else f(0)) + f(1 - b2) * g * g)
+            return m, v, (m / f(bc1)) / (np.sqrt(v / f(bc2)) + f(eps))
+
+        step = adt._adacomp._adam_step
+        for first, second, frozen in ((m0, v0, False), (None, None, False), (m0, v0, True),
+                                      (None, v0, True)):
+            m, v, d = (np.full(1003, np.nan, np.float32) for _ in range(3))
+            step(first, second, g, b1, b2, eps, bc1, bc2, frozen, m, None if frozen else v, d)
+            wm, wv, wd = want(first, second, frozen)
+            np.testing.assert_array_equal(m, wm)
+            np.testing.assert_array_equal(d, wd)
+            if frozen:
+                self.assertTrue(np.isnan(v).all())  # not written
+            else:
+                np.testing.assert_array_equal(v, wv)
+        out = [np.empty(1003, np.float32) for _ in range(3)]
+        for args, words in (((m0[:5], v0, g, False), "first has 5 elements"),
+                            ((m0, v0[:7], g, False), "second has 7 elements"),
+                            ((m0, None, g, True), "second moment must be given"),
+                            ((m0.astype(np.float64), v0, g, False), "float32")):
+            first, second, grad, frozen = args
+            with self.assertRaisesRegex(ValueError, words):
+                step(first, second, grad, b1, b2, eps, bc1, bc2, frozen, *out)
+        with self.assertRaisesRegex(ValueError, "out_v is needed"):
+            step(m0, v0, g, b1, b2, eps, bc1, bc2, False, out[0], None, out[2])
+        with self.assertRaisesRegex(ValueError, "out_step has 3 elements"):
+            step(m0, v0, g, b1, b2, eps, bc1, bc2, False, out[0], out[1],
+                 np.empty(3, np.float32))
+        with self.assertRaisesRegex(ValueError, "must be > 0"):
+            step(m0, v0, g, b1, b2, eps, 0.0, bc2, False, *out)
+        with self.assertRaisesRegex(ValueError, "an output overlaps an input"):
+            step(m0, v0, g, b1, b2, eps, bc1, bc2, False, m0, out[1], out[2])  # in place
+        with self.assertRaisesRegex(ValueError, "the outputs overlap"):
+            step(m0, v0, g, b1, b2, eps, bc1, bc2, False, out[0], out[1], out[0])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -88,7 +88,7 @@ class _LocalOptimizer:
         self._next = {}    # name -> (first, second) prepared in the step in progress
         self._residue_kept = {}  # name -> whether its compressor keeps a residue
         self._spare = {}   # name -> [first, second] buffers free for its next moments
-        self._scratches = [torch.empty(0), torch.empty(0)]
+        self._scratch_buf = torch.empty(0)  # the step of the parameter in progress
         self.masked = 0    # elements whose velocity a send zeroed (sgd), committed steps
 
     @property
@@ -131,27 +131,25 @@ class _LocalOptimizer:
 
     def _adam(self, e, g, n, frozen=False):
         """Adam's moments of e after gradient g (n elements, float32) and its step (in
-        scratch 1). frozen (1-bit Adam after the warm-up): the second moment is the
-        warm-up's, unchanged, with the bias correction of its last update; its place in
-        the result is None."""
+        the shared scratch), in one C++ pass (_adam_step). frozen (1-bit Adam after the
+        warm-up): the second moment is the warm-up's, unchanged, with the bias
+        correction of its last update; its place in the result is None."""
         first = self._first.get(e.name)
         b1, b2 = self.betas
         t = self.steps + 1
-        if first is None:
-            m = g.mul(1.0 - b1)
-        else:
-            m = torch.mul(first, b1, out=self._buffer(e.name, 0, n)).add_(g, alpha=1.0 - b1)
+        m = self._buffer(e.name, 0, n)
+        second = self._second.get(e.name)
         if frozen:
-            v, t_v = self._second[e.name], self.freeze_after
-        elif first is None:
-            v, t_v = g.mul(g).mul_(1.0 - b2), t
+            v, t_v = None, self.freeze_after
         else:
-            v = torch.mul(self._second[e.name], b2, out=self._buffer(e.name, 1, n)).addcmul_(
-                g, g, value=1.0 - b2)
-            t_v = t
-        denom = torch.div(v, 1.0 - b2 ** t_v, out=self._scratch(0, n)).sqrt_().add_(self.eps)
-        d = torch.div(m, 1.0 - b1 ** t, out=self._scratch(1, n)).div_(denom)
-        return m, None if frozen else v, d
+            v, t_v = self._buffer(e.name, 1, n), t
+            second = second if first is not None else None
+        d = self._scratch(n)
+        _adacomp._adam_step(None if first is None else first.numpy(),
+                            None if second is None else second.numpy(), g.numpy(), b1, b2,
+                            self.eps, 1.0 - b1 ** t, 1.0 - b2 ** t_v, frozen, m.numpy(),
+                            None if v is None else v.numpy(), d.numpy())
+        return m, v, d
 
     def clip(self, arr, layout, bucket_index=0):
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
@@ -198,11 +196,12 @@ class _LocalOptimizer:
             return buf
         return torch.empty(n, dtype=torch.float32)
 
-    def _scratch(self, k, n):
-        """The first n elements of shared scratch buffer k (grown as needed)."""
-        if self._scratches[k].numel() < n:
-            self._scratches[k] = torch.empty(n, dtype=torch.float32)
-        return self._scratches[k][:n]
+    def _scratch(self, n):
+        """The first n elements of the scratch buffer shared by every parameter (grown
+        as needed): a step is compressed before the next parameter's is made."""
+        if self._scratch_buf.numel() < n:
+            self._scratch_buf = torch.empty(n, dtype=torch.float32)
+        return self._scratch_buf[:n]
 
     def compress(self, e, grad, whole=None):
         """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
