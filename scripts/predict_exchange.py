@@ -65,6 +65,7 @@ def times(row, scale, rate, fp16_row):
 def main():
     rows = load("n25m-own1.json")
     half = load("n25m-own1-fp16.json")
+    half_ps = ", ".join(str(p) for p in sorted(half))  # the P simulated with fp16 sums
     cols = ["ring fp32", "ring fp16", "all-gather", "reduce-scatter", "auto",
             "auto, fp16 sums"]
     lines = [
@@ -90,7 +91,7 @@ def main():
         "ring's conversions (which favours the rings).",
         "- auto: the exchange the simulation's chooser picked; *auto, fp16 sums*: "
         "the faster of the all-gather and the reduce-scatter with binary16 sums "
-        f"(P = {', '.join(str(p) for p in sorted(half))} simulated).",
+        f"(P = {half_ps} simulated).",
         "",
     ]
     verdicts = []
@@ -119,7 +120,7 @@ def main():
             verdicts.append(
                 f"- {model}, {link}: auto (float32 sums) at most {worst:.2f}x the faster "
                 f"ring over P = 2 .. 1024 ({'never slower' if worst <= 1.0 else 'slower at some P'}"
-                f"); with float16 sums (P = {', '.join(str(p) for p in sorted(half))}) at "
+                f"); with float16 sums (P = {half_ps}) at "
                 f"most {worst16:.2f}x ({'never slower' if worst16 <= 1.0 else 'slower at some P'}).")
     lines += ["## In short", ""] + verdicts + [
         "",

@@ -24,7 +24,7 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
   p16     mnist-cnn on 16 hosts at 100 Mbit/s, 1 Gbit/s and unshaped: the
           rings, and AdaComp by the all-gather, the reduce-scatter and auto
           (docs/cost-model-oos.md scores the cost model on them).
-  auto16  the three AdaComp exchanges of p16 again, 45 steps each, in 3 rounds
+  auto16  the three AdaComp exchanges of p16 again, 45 steps each, in 5 rounds
           (each round runs all three, its order turned): auto against the
           faster exchange on the medians over rounds, steadier than one run.
 

@@ -16,6 +16,18 @@
 namespace adacomp {
 namespace {
 
+// A float32 C-contiguous array of `n` elements (writable for an output).
+float* Float32Of(const py::buffer& buf, size_t n, const char* what, bool writable,
+                 py::buffer_info* holder) {
+  *holder = RequestFloat32(buf, writable, what);
+  const size_t m = ContiguousElements(*holder, what);
+  if (m != n) {
+    throw py::value_error(std::string(what) + " has " + std::to_string(m) + " elements, grad has " +
+                          std::to_string(n));
+  }
+  return static_cast<float*>(holder->ptr);
+}
+
 // A float32 C-contiguous input of `n` elements, or none for None.
 const float* OptionalInput(const py::object& obj, size_t n, const char* what,
                            py::buffer_info* holder) {
@@ -23,13 +35,7 @@ const float* OptionalInput(const py::object& obj, size_t n, const char* what,
   if (!py::isinstance<py::buffer>(obj)) {
     throw py::value_error(std::string(what) + " must be a float32 array or None");
   }
-  *holder = RequestFloat32(obj.cast<py::buffer>(), false, what);
-  const size_t m = ContiguousElements(*holder, what);
-  if (m != n) {
-    throw py::value_error(std::string(what) + " has " + std::to_string(m) + " elements, grad has " +
-                          std::to_string(n));
-  }
-  return static_cast<const float*>(holder->ptr);
+  return Float32Of(obj.cast<py::buffer>(), n, what, false, holder);
 }
 
 void MomentumStep(const py::object& first, const py::buffer& grad, const py::object& param,
@@ -37,18 +43,13 @@ void MomentumStep(const py::object& first, const py::buffer& grad, const py::obj
   py::buffer_info grad_info = RequestFloat32(grad, false, "grad");
   const size_t n = ContiguousElements(grad_info, "grad");
   py::buffer_info out_info;
-  std::span<float> dst = RequestOut(out, &out_info);
-  if (dst.size() != n) {
-    throw py::value_error("out has " + std::to_string(dst.size()) + " elements, grad has " +
-                          std::to_string(n));
-  }
+  float* o = Float32Of(out, n, "out", true, &out_info);
   py::buffer_info first_info, param_info;
   const float* u = OptionalInput(first, n, "first", &first_info);
   const float* w = OptionalInput(param, n, "param", &param_info);
   const float* g = static_cast<const float*>(grad_info.ptr);
   const float m = static_cast<float>(momentum);
   const float wd = static_cast<float>(weight_decay);
-  float* o = dst.data();
   py::gil_scoped_release release;
   // Four loops rather than one with branches inside, so that each vectorizes.
   if (u && w) {
@@ -62,55 +63,30 @@ void MomentumStep(const py::object& first, const py::buffer& grad, const py::obj
   }
 }
 
-// A writable float32 output of `n` elements.
-float* OutputOf(const py::buffer& buf, size_t n, const char* what, py::buffer_info* holder) {
-  *holder = RequestFloat32(buf, true, what);
-  const size_t m = ContiguousElements(*holder, what);
-  if (m != n) {
-    throw py::value_error(std::string(what) + " has " + std::to_string(m) + " elements, grad has " +
-                          std::to_string(n));
-  }
-  return static_cast<float*>(holder->ptr);
-}
-
 struct AdamConstants {
   float b1, c1, b2, c2, bc1, bc2, eps;
 };
 
 // The loop of AdamStep over arrays that do not overlap (restrict, so that it
-// vectorizes): separate loops for the cases, each without branches inside.
+// vectorizes; the compiler takes the tests of m0 and v0 out of the loop).
 void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
               const float* __restrict v0, const float* __restrict g, bool frozen,
               float* __restrict m, float* __restrict v, float* __restrict d) {
   const float b1 = k.b1, c1 = k.c1, b2 = k.b2, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, e = k.eps;
-  if (frozen && m0) {
-    for (size_t i = 0; i < n; ++i) {
-      const float mi = b1 * m0[i] + c1 * g[i];
-      m[i] = mi;
-      d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
-    }
-  } else if (frozen) {
-    for (size_t i = 0; i < n; ++i) {
-      const float mi = 0.0f + c1 * g[i];
-      m[i] = mi;
-      d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
-    }
-  } else if (m0 && v0) {
-    for (size_t i = 0; i < n; ++i) {
-      const float mi = b1 * m0[i] + c1 * g[i];
-      const float vi = b2 * v0[i] + c2 * g[i] * g[i];
-      m[i] = mi;
-      v[i] = vi;
-      d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
-    }
-  } else {
+  if (frozen) {
     for (size_t i = 0; i < n; ++i) {
       const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
-      const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
       m[i] = mi;
-      v[i] = vi;
-      d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
+      d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
     }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
+    const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
   }
 }
 
@@ -127,13 +103,13 @@ void AdamStep(const py::object& first, const py::object& second, const py::buffe
   const float* m0 = OptionalInput(first, n, "first", &first_info);
   const float* v0 = OptionalInput(second, n, "second", &second_info);
   if (frozen && !v0) throw py::value_error("frozen: the second moment must be given");
-  float* m = OutputOf(out_m, n, "out_m", &m_info);
+  float* m = Float32Of(out_m, n, "out_m", true, &m_info);
   float* v = nullptr;
   if (!frozen) {
     if (out_v.is_none()) throw py::value_error("out_v is needed unless frozen");
-    v = OutputOf(out_v.cast<py::buffer>(), n, "out_v", &v_info);
+    v = Float32Of(out_v.cast<py::buffer>(), n, "out_v", true, &v_info);
   }
-  float* d = OutputOf(out_step, n, "out_step", &d_info);
+  float* d = Float32Of(out_step, n, "out_step", true, &d_info);
   if (!(bias1 > 0 && bias2 > 0 && eps > 0)) {
     throw py::value_error("bias corrections and eps must be > 0");
   }
