@@ -118,8 +118,8 @@ void AdamStep(const py::object& first, const py::object& second, const py::buffe
   const auto overlap = [n](const float* x, const float* y) {
     return x && y && x < y + n && y < x + n;
   };
-  for (const float* out : {static_cast<const float*>(m), static_cast<const float*>(v),
-                           static_cast<const float*>(d)}) {
+  for (const float* out :
+       {static_cast<const float*>(m), static_cast<const float*>(v), static_cast<const float*>(d)}) {
     for (const float* in : {m0, v0, g}) {
       if (overlap(out, in)) throw py::value_error("an output overlaps an input");
     }
