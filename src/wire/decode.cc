@@ -3,6 +3,7 @@
 // DecodeAverageAll (validate every frame, then add block by block on
 // threads).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,10 +77,29 @@ struct Ready {
   FrameInfo info;
 };
 
+// Room for a frame's entries, grown geometrically and never initialized: the
+// readers write every entry they report, so a pass of zeros over it (as
+// std::vector::resize makes) would be wasted, and on growth it faulted in
+// fresh pages twice over.
+class EntryBuffer {
+ public:
+  wire::Entry* Reserve(size_t n) {
+    if (n > capacity_) {
+      capacity_ = std::max(n, capacity_ + capacity_ / 2);
+      data_ = std::make_unique_for_overwrite<wire::Entry[]>(capacity_);
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<wire::Entry[]> data_;
+  size_t capacity_ = 0;
+};
+
 // Per-frame scratch, kept per calling thread so that steady-state decoding
 // does not allocate.
 struct Slot {
-  std::vector<wire::Entry> entries;
+  EntryBuffer entries;
   std::vector<float> floats;
 };
 
@@ -99,14 +119,14 @@ Status Prepare(std::span<const uint8_t> bytes, size_t n, const DecodeOptions& op
   if (wire::IsSparse(h.codec)) {
     // One validating walk into (index, value) pairs (their number, the
     // selected count, was checked against the payload length).
-    slot.entries.resize(p.selected);
-    if (!wire::FastSparseEntries(bytes, h, p, slot.entries.data())) {
-      wire::EntrySink collect{slot.entries.data(), h.codec, p};
+    wire::Entry* entries = slot.entries.Reserve(static_cast<size_t>(p.selected));
+    if (!wire::FastSparseEntries(bytes, h, p, entries)) {
+      wire::EntrySink collect{entries, h.codec, p};
       ADACOMP_RETURN_IF_ERROR(wire::WalkPayload(bytes, h, p, collect));
     }
     r->kind = Ready::Kind::kEntries;
-    r->entries = slot.entries.data();
-    r->count = slot.entries.size();
+    r->entries = entries;
+    r->count = static_cast<size_t>(p.selected);
     r->info = MakeInfo(h, p, 0);
     return Status::OK();
   }

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "core/bit_io.h"
 #include "core/endian.h"
 #include "core/half.h"
 
@@ -44,12 +45,50 @@ template <bool kRice, bool kSigns>
   return true;
 }
 
+// One entry whose code the 64-bit window does not hold (a run of zero bits
+// longer than the window: a gap far above the code's k), or one that breaks
+// a rule: read bit by bit from bit `pos` of the stream, by the walker's rules
+// (WalkPayload, wire/payload_walker.h). Returns false if the entry breaks
+// one, and the caller gives up (the walker then names the error); otherwise
+// sets its length in bits, index and sign, as DecodeCode does.
+template <bool kRice, bool kSigns>
+[[gnu::noinline]] bool LongCode(const uint8_t* bs, size_t nbytes, uint64_t pos, int k,
+                                uint64_t next, uint64_t n, uint64_t* bits, uint64_t* index,
+                                uint32_t* negative) {
+  if ((pos >> 3) >= nbytes) return false;
+  internal::BitReader r(bs + (pos >> 3), bs + nbytes);
+  const int skip = static_cast<int>(pos & 7);
+  uint32_t ignored = 0;
+  if (skip && !r.Get(skip, &ignored)) return false;
+  const uint64_t max_q =
+      kRice ? n >> k : (n == 0 ? 0 : static_cast<uint64_t>(std::bit_width(((n - 1) >> k) + 1) - 1));
+  uint64_t q = 0;
+  if (r.GetUnary(max_q, &q) != internal::BitReader::UnaryResult::kOk) return false;
+  if constexpr (!kRice) {
+    uint32_t vlow = 0;
+    if (!r.Get(static_cast<int>(q), &vlow)) return false;
+    q = ((uint64_t{1} << q) | vlow) - 1;
+    if (q > (n >> k)) return false;
+  }
+  uint32_t low = 0;
+  if (!r.Get(k, &low)) return false;
+  const uint64_t at = next + ((q << k) | low);
+  if (at >= n) return false;
+  uint32_t neg = 0;
+  if (kSigns && !r.Get(1, &neg)) return false;
+  *bits = r.position() - static_cast<uint64_t>(skip);
+  *index = at;
+  *negative = neg;
+  return true;
+}
+
 // Fast decoder of a sparse payload into entries: 64-bit peeks, one
 // count-trailing-zeros per unary code, specialized on the code family,
 // value bytes and sign bit. Returns true only if the payload is valid by
-// every rule WalkPayload checks and every entry was written; on anything
-// unusual (an error, or a code longer than 57 bits) it returns false, and
-// the caller runs WalkPayload, which gives the answer and the error message.
+// every rule WalkPayload checks and every entry was written; a code longer
+// than the window is read bit by bit (LongCode) and the fast loop goes on.
+// On an error it returns false, and the caller runs WalkPayload, which gives
+// the answer and the error message.
 //
 // The bit position is a dependency chain from one entry to the next (load,
 // shift, count zeros, add). While 8 bytes can be loaded, each load serves
@@ -89,8 +128,16 @@ template <bool kRice, int kVb, bool kSigns>
     const uint64_t w = internal::LoadU64(bs + (pos >> 3)) >> shift;  // 64 - shift valid bits
     uint64_t ta, ia, tb, ib;
     uint32_t na, nb;
-    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &ta, &ia, &na)) return false;
     float va, vb;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &ta, &ia, &na)) [[unlikely]] {
+      if (!LongCode<kRice, kSigns>(bs, nbytes, pos, k, next, n, &ta, &ia, &na)) return false;
+      if (!value(j, na, &va)) return false;
+      out[j] = Entry{static_cast<uint32_t>(ia), va};
+      pos += ta;
+      next = ia + 1;
+      j += 1;
+      continue;
+    }
     if (!value(j, na, &va)) return false;
     out[j] = Entry{static_cast<uint32_t>(ia), va};
     // The second entry is taken only if it lies wholly in the window;
@@ -121,7 +168,10 @@ template <bool kRice, int kVb, bool kSigns>
     w >>= pos & 7;  // at least 57 bits of the stream (zeros past its end)
     uint64_t t, index;
     uint32_t negative;
-    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &t, &index, &negative)) return false;
+    if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &t, &index, &negative) &&
+        !LongCode<kRice, kSigns>(bs, nbytes, pos, k, next, n, &t, &index, &negative)) {
+      return false;
+    }
     float v;
     if (!value(j, negative, &v)) return false;
     out[j] = Entry{static_cast<uint32_t>(index), v};

@@ -1,8 +1,8 @@
 // The fast reader of sparse payloads (adacomp, topk, threshold): decodes a
 // payload into (index, value) entries with 64-bit peeks, specialized on the
 // code family, value bytes and sign bit. It answers "valid, entries written"
-// or "not taken"; on "not taken" the caller runs the general walker
-// (wire/payload_walker.h), which gives the answer and the error message.
+// or "not taken" (an error); then the caller runs the general walker
+// (wire/payload_walker.h), which names the error.
 // Internal to adacomp_core. Thread safety: reentrant.
 #pragma once
 
@@ -16,9 +16,10 @@ namespace adacomp::wire {
 
 // Decodes the sparse payload of a frame that ParseFrame accepted into
 // out[0, params.selected). Returns true only if the payload is valid by
-// every rule WalkPayload checks and every entry was written; false on an
-// error or on anything the fast path does not take (a code longer than 57
-// bits), with out[] in an unspecified state.
+// every rule WalkPayload checks and every entry was written (codes longer
+// than its 64-bit window included: those are read bit by bit); false on an
+// error, or for a value layout it has no specialization for (none today),
+// with out[] in an unspecified state.
 bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
                        Entry* out);
 

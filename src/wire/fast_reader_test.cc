@@ -1,6 +1,8 @@
 // wire/fast_reader.cc and the writer's one-store path: FastSparseEntries (in
 // DecodeAccumulate) against the general bit-by-bit walker that DecodeFrame
 // uses, on random and mutated frames.
+#include "wire/fast_reader.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,6 +90,24 @@ TEST(FastPathsTest, RandomSparseFramesDecodeLikeTheWalker) {
               ASSERT_TRUE(DecodeAccumulate(bytes, got).ok());
               ASSERT_EQ(0, std::memcmp(got.data(), want.data(), 4 * n))
                   << CodecName(codec) << " n=" << n << " d=" << density << " k=" << int(k);
+              // The fast reader itself takes every valid frame, long codes
+              // included, with the walker's entries.
+              {
+                Header h;
+                Params p;
+                ASSERT_TRUE(ParseFrame(bytes, {}, &h, &p).ok());
+                std::vector<Entry> fast(p.selected), walked(p.selected);
+                ASSERT_TRUE(FastSparseEntries(bytes, h, p, fast.data()))
+                    << CodecName(codec) << " n=" << n << " d=" << density << " k=" << int(k);
+                EntrySink collect{walked.data(), h.codec, p};
+                ASSERT_TRUE(WalkPayload(bytes, h, p, collect).ok());
+                for (size_t j = 0; j < fast.size(); ++j) {
+                  ASSERT_EQ(fast[j].index, walked[j].index) << "entry " << j;
+                  ASSERT_EQ(std::bit_cast<uint32_t>(fast[j].value),
+                            std::bit_cast<uint32_t>(walked[j].value))
+                      << "entry " << j;
+                }
+              }
 
               // Mutations with a valid checksum: the fast reader must accept
               // exactly what the walker accepts, and leave dst alone on error.
