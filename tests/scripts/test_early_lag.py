@@ -83,6 +83,12 @@ class GridCellTest(unittest.TestCase):
         self.assertFalse(el.metric("char-lstm")[1])
         self.assertEqual(el.metric("mnist-cnn-adam")[0], "test_accuracy")
 
+    def test_a_sweep_of_some_cells_reports_every_cell_and_seed(self):
+        cells, seeds = grid.report_scope([2, 3])
+        self.assertEqual(cells, list(grid.CELLS))
+        self.assertEqual(seeds, [1, 2, 3])
+        self.assertEqual(grid.report_scope([4])[1], [1, 2, 3, 4])
+
     def test_steps_to_a_loss_counts_down(self):
         s = trainer_run([2.0, 1.8, 1.7, 1.5], key="test_loss")
         self.assertEqual(el.steps_to(s, 1.75, "test_loss", higher=False), 15)
