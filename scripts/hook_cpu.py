@@ -10,7 +10,9 @@ Two parts, printed as Markdown tables and kept in results/ddp_real/hook_cpu.json
          averaging P ranks' messages (P = 2, 4; the same frames repeated).
          time.thread_time, best of 5.
   runs   examples/ddp_resnet18.py on 4 processes over loopback (16 images per
-         rank, 14 steps, the first 2 untimed): the summary's cpu_per_step_s,
+         rank, 20 steps, the first 8 untimed: the first steps' frames are the
+         largest and their decode scratch is still growing, which the steady
+         state does not pay): the summary's cpu_per_step_s,
          the hook's CPU on every thread against backward's, for the all-gather
          and the reduce-scatter exchange, with and without the local optimizer.
 
@@ -100,7 +102,8 @@ def runs(pythonpath):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.json")
             cmd = [sys.executable, os.path.join(ROOT, "examples", "ddp_resnet18.py"),
-                   "--procs", "4", "--batch-size", "16", "--steps", "14", "--eval-images",
+                   "--procs", "4", "--batch-size", "16", "--steps", "20",
+                   "--warmup-steps", "8", "--eval-images",
                    "256", "--log-every", "100", "--hook", "adacomp",
                    "--summary-json", path] + extra
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
