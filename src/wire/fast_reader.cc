@@ -47,10 +47,10 @@ template <bool kRice, bool kSigns>
 
 // One entry whose code the 64-bit window does not hold (a run of zero bits
 // longer than the window: a gap far above the code's k), or one that breaks
-// a rule: read bit by bit from bit `pos` of the stream, by the walker's rules
-// (WalkPayload, wire/payload_walker.h). Returns false if the entry breaks
-// one, and the caller gives up (the walker then names the error); otherwise
-// sets its length in bits, index and sign, as DecodeCode does.
+// a rule: read bit by bit from bit `pos` of the stream by the walker's own
+// reader (ReadEntryCode, wire/payload_walker.h). Returns false if the entry
+// breaks a rule, and the caller gives up (the walker then names the error);
+// otherwise sets its length in bits, index and sign, as DecodeCode does.
 template <bool kRice, bool kSigns>
 [[gnu::noinline]] bool LongCode(const uint8_t* bs, size_t nbytes, uint64_t pos, int k,
                                 uint64_t next, uint64_t n, uint64_t* bits, uint64_t* index,
@@ -60,25 +60,11 @@ template <bool kRice, bool kSigns>
   const int skip = static_cast<int>(pos & 7);
   uint32_t ignored = 0;
   if (skip && !r.Get(skip, &ignored)) return false;
-  const uint64_t max_q =
-      kRice ? n >> k : (n == 0 ? 0 : static_cast<uint64_t>(std::bit_width(((n - 1) >> k) + 1) - 1));
-  uint64_t q = 0;
-  if (r.GetUnary(max_q, &q) != internal::BitReader::UnaryResult::kOk) return false;
-  if constexpr (!kRice) {
-    uint32_t vlow = 0;
-    if (!r.Get(static_cast<int>(q), &vlow)) return false;
-    q = ((uint64_t{1} << q) | vlow) - 1;
-    if (q > (n >> k)) return false;
+  if (ReadEntryCode(r, kRice, k, kSigns, MaxUnaryRun(n, k, kRice), next, n, index, negative) !=
+      CodeStatus::kOk) {
+    return false;
   }
-  uint32_t low = 0;
-  if (!r.Get(k, &low)) return false;
-  const uint64_t at = next + ((q << k) | low);
-  if (at >= n) return false;
-  uint32_t neg = 0;
-  if (kSigns && !r.Get(1, &neg)) return false;
   *bits = r.position() - static_cast<uint64_t>(skip);
-  *index = at;
-  *negative = neg;
   return true;
 }
 

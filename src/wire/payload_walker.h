@@ -32,6 +32,57 @@ namespace adacomp::wire {
 
 inline constexpr uint8_t kPow3[6] = {1, 3, 9, 27, 81, 243};
 
+// ---- One sparse entry's code ---------------------------------------------
+// The largest unary run of a sparse frame's index code that can still give a
+// gap below n (Rice: the quotient; Exp-Golomb: the bit count of the gap).
+inline uint64_t MaxUnaryRun(uint64_t n, int k, bool rice) {
+  if (rice) return n >> k;
+  return n == 0 ? 0 : static_cast<uint64_t>(std::bit_width(((n - 1) >> k) + 1) - 1);
+}
+
+// How reading one entry's code went.
+enum class CodeStatus {
+  kOk,
+  kTruncated,         // the index code runs past the end of the payload
+  kQuotientTooLarge,  // the unary run is longer than max_q
+  kGapTooLarge,       // an Exp-Golomb gap above n >> k
+  kIndexOutOfRange,   // the index is not below n (*index holds it)
+  kSignTruncated,     // the sign bit runs past the end of the payload
+};
+
+// Reads one entry's index code, and its sign bit when `signs`, from r by the
+// rules of docs/wire-format.md: the gap from `next` (the index after the
+// previous entry), max_q from MaxUnaryRun. The one definition that the
+// walker and the fast reader's long codes (wire/fast_reader.cc) share.
+inline CodeStatus ReadEntryCode(internal::BitReader& r, bool rice, int k, bool signs,
+                                uint64_t max_q, uint64_t next, uint64_t n, uint64_t* index,
+                                uint32_t* negative) {
+  using internal::BitReader;
+  uint64_t q = 0;
+  switch (r.GetUnary(max_q, &q)) {
+    case BitReader::UnaryResult::kOk:
+      break;
+    case BitReader::UnaryResult::kTruncated:
+      return CodeStatus::kTruncated;
+    case BitReader::UnaryResult::kTooLong:
+      return CodeStatus::kQuotientTooLarge;
+  }
+  if (!rice) {
+    // Exp-Golomb: q is the bit count b of v - 2^b; v = 2^b + b bits.
+    uint32_t vlow = 0;
+    if (!r.Get(static_cast<int>(q), &vlow)) return CodeStatus::kTruncated;
+    q = ((uint64_t{1} << q) | vlow) - 1;
+    if (q > (n >> k)) return CodeStatus::kGapTooLarge;
+  }
+  uint32_t low = 0;
+  if (!r.Get(k, &low)) return CodeStatus::kTruncated;
+  *index = next + ((q << k) | low);
+  if (*index >= n) return CodeStatus::kIndexOutOfRange;
+  *negative = 0;
+  if (signs && !r.Get(1, negative)) return CodeStatus::kSignTruncated;
+  return CodeStatus::kOk;
+}
+
 template <typename Sink>
 Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params& p, Sink& sink) {
   using internal::BitReader;
@@ -95,53 +146,30 @@ Status WalkPayload(std::span<const uint8_t> frame, const Header& h, const Params
       const uint8_t* values = payload;
       const size_t bits_offset = static_cast<size_t>(count) * vb;
       BitReader r(payload + bits_offset, payload + h.payload_bytes);
-      // Largest unary run that can still give a gap below n.
-      const uint64_t max_q =
-          rice ? n >> k
-               : (n == 0 ? 0 : static_cast<uint64_t>(std::bit_width(((n - 1) >> k) + 1) - 1));
+      const uint64_t max_q = MaxUnaryRun(n, k, rice);
       uint64_t next = 0;
       for (uint64_t j = 0; j < count; ++j) {
         const size_t at = base + bits_offset + static_cast<size_t>(r.position() / 8);
-        uint64_t q = 0;
-        switch (r.GetUnary(max_q, &q)) {
-          case BitReader::UnaryResult::kOk:
+        auto entry = [j] { return "entry " + std::to_string(j); };  // for errors only
+        uint64_t index = 0;
+        uint32_t neg = 0;
+        switch (ReadEntryCode(r, rice, k, signs, max_q, next, n, &index, &neg)) {
+          case CodeStatus::kOk:
             break;
-          case BitReader::UnaryResult::kTruncated:
-            return CorruptAt(at, "index code of entry " + std::to_string(j) +
-                                     " runs past the end of the payload");
-          case BitReader::UnaryResult::kTooLong:
-            return CorruptAt(at, "index of entry " + std::to_string(j) +
-                                     " is out of range (gap quotient too large)");
-        }
-        if (!rice) {
-          // Exp-Golomb: q is the bit count b of v - 2^b; v = 2^b + b bits.
-          uint32_t vlow = 0;
-          if (!r.Get(static_cast<int>(q), &vlow)) {
-            return CorruptAt(at, "index code of entry " + std::to_string(j) +
-                                     " runs past the end of the payload");
-          }
-          q = ((uint64_t{1} << q) | vlow) - 1;
-          if (q > (n >> k)) {
-            return CorruptAt(
-                at, "index of entry " + std::to_string(j) + " is out of range (gap too large)");
-          }
-        }
-        uint32_t low = 0;
-        if (!r.Get(k, &low)) {
-          return CorruptAt(
-              at, "index code of entry " + std::to_string(j) + " runs past the end of the payload");
-        }
-        const uint64_t index = next + ((q << k) | low);
-        if (index >= n) {
-          return CorruptAt(at, "index " + std::to_string(index) + " of entry " + std::to_string(j) +
-                                   " is out of range (elements " + std::to_string(n) + ")");
+          case CodeStatus::kTruncated:
+            return CorruptAt(at, "index code of " + entry() + " runs past the end of the payload");
+          case CodeStatus::kQuotientTooLarge:
+            return CorruptAt(at,
+                             "index of " + entry() + " is out of range (gap quotient too large)");
+          case CodeStatus::kGapTooLarge:
+            return CorruptAt(at, "index of " + entry() + " is out of range (gap too large)");
+          case CodeStatus::kIndexOutOfRange:
+            return CorruptAt(at, "index " + std::to_string(index) + " of " + entry() +
+                                     " is out of range (elements " + std::to_string(n) + ")");
+          case CodeStatus::kSignTruncated:
+            return CorruptAt(at, "sign bit of " + entry() + " runs past the end of the payload");
         }
         next = index + 1;
-        uint32_t neg = 0;
-        if (signs && !r.Get(1, &neg)) {
-          return CorruptAt(
-              at, "sign bit of entry " + std::to_string(j) + " runs past the end of the payload");
-        }
         uint32_t raw = 0;
         if (vb == 4) {
           raw = LoadU32(values + 4 * j);
