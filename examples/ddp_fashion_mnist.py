@@ -71,7 +71,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
 from ddp_hooks import (add_ramp_and_local_args, local_title, ramp_and_local_kwargs,  # noqa: E402
-                       ramp_title, time_the_hook)
+                       ramp_title, register_torch_hook, time_the_hook)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -116,10 +116,6 @@ def evaluate(model, x, y, rank, world):
     return correct[0].item() / correct[1].item()
 
 
-
-
-
-
 class Hook:
     """The communication hook in use and how its bytes per step are known."""
 
@@ -147,30 +143,8 @@ class Hook:
                           + local_title(local, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
-        elif self.kind == "fp16":
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-            self.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
-            self.fixed = 2 * nparams
-            self.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters, computed "
-                              f"(a ring sends {ring:g} x that per rank)")
-        elif self.kind == "powersgd":
-            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
-            self.psgd = powerSGD_hook.PowerSGDState(
-                process_group=None, matrix_approximation_rank=args.powersgd_rank,
-                start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
-            ddp.register_comm_hook(self.psgd, powerSGD_hook.powerSGD_hook)
-            self.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
-                          f"{args.powersgd_start_iter}, min_compression_rate "
-                          f"{self.psgd.min_compression_rate:g})")
-            self.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
-                              "(uncompressed tensors + P + Q; its own counter) "
-                              f"(a ring sends {ring:g} x that per rank)")
         else:
-            self.title = "no hook (dense all-reduce)"
-            self.fixed = 4 * nparams
-            self.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters, computed "
-                              f"(a ring sends {ring:g} x that per rank)")
+            register_torch_hook(self, ddp, args, nparams, ring)
         self.warm = args.warmup_steps + (args.powersgd_start_iter if self.kind == "powersgd" else 0)
 
     def counter(self):

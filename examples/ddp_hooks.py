@@ -148,6 +148,41 @@ def time_the_hook(owner, state):
     state.exchange_bucket = timed_exchange
 
 
+
+def register_torch_hook(owner, ddp, args, nparams, ring):
+    """Registers torch's own hook of kind owner.kind on ddp: "fp16"
+    (default_hooks.fp16_compress_hook), "powersgd" (powerSGD_hook at
+    args.powersgd_rank and args.powersgd_start_iter) or anything else for none
+    (DDP's dense all-reduce). Sets owner.title, owner.bytes_how, owner.psgd
+    (the PowerSGDState, whose own counter gives its bytes) and owner.fixed (the
+    bytes per step of fp16 and none: 2 or 4 x nparams). ring: what a ring
+    sends per rank, in units of the all-reduced bytes."""
+    if owner.kind == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        owner.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
+        owner.fixed = 2 * nparams
+        owner.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters (a ring sends "
+                           f"{ring:g} x that per rank)")
+    elif owner.kind == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        owner.psgd = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
+        ddp.register_comm_hook(owner.psgd, powerSGD_hook.powerSGD_hook)
+        owner.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
+                       f"{args.powersgd_start_iter}, min_compression_rate "
+                       f"{owner.psgd.min_compression_rate:g})")
+        owner.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
+                           "(uncompressed tensors + P + Q; its own counter; a ring sends "
+                           f"{ring:g} x that per rank)")
+    else:
+        owner.title = "no hook (DDP's dense all-reduce)"
+        owner.fixed = 4 * nparams
+        owner.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters (a ring sends "
+                           f"{ring:g} x that per rank)")
+
+
 class CommHook:
     """The communication hook of a run, its byte counter and its checkpoint state."""
 
@@ -190,30 +225,8 @@ class CommHook:
                           + local_title(local, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")
-        elif self.kind == "fp16":
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-            self.title = "fp16 hook (torch default_hooks.fp16_compress_hook)"
-            self.fixed = 2 * nparams
-            self.bytes_how = (f"all-reduced bytes: 2 x {nparams} parameters (a ring sends "
-                              f"{ring:g} x that per rank)")
-        elif self.kind == "powersgd":
-            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
-            self.psgd = powerSGD_hook.PowerSGDState(
-                process_group=None, matrix_approximation_rank=args.powersgd_rank,
-                start_powerSGD_iter=args.powersgd_start_iter, random_seed=args.seed)
-            ddp.register_comm_hook(self.psgd, powerSGD_hook.powerSGD_hook)
-            self.title = (f"PowerSGD hook (rank {args.powersgd_rank}, start_powerSGD_iter "
-                          f"{args.powersgd_start_iter}, min_compression_rate "
-                          f"{self.psgd.min_compression_rate:g})")
-            self.bytes_how = ("all-reduced bytes: 4 x the elements PowerSGD all-reduces "
-                              "(uncompressed tensors + P + Q; its own counter; a ring sends "
-                              f"{ring:g} x that per rank)")
         else:
-            self.title = "no hook (DDP's dense all-reduce)"
-            self.fixed = 4 * nparams
-            self.bytes_how = (f"all-reduced bytes: 4 x {nparams} parameters (a ring sends "
-                              f"{ring:g} x that per rank)")
+            register_torch_hook(self, ddp, args, nparams, ring)
         self.untimed = args.warmup_steps + (args.powersgd_start_iter
                                             if self.kind == "powersgd" else 0)
 
