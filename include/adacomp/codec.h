@@ -146,6 +146,21 @@ class Compressor {
   virtual void Snapshot(CompressorSnapshot* snapshot) const = 0;
   virtual Status Restore(const CompressorSnapshot& snapshot) = 0;
 
+  // The same undo, kept inside the compressor and cheaper where the codec
+  // can: Mark() notes the state now; UndoToMark() puts it back (the
+  // compressor then behaves exactly as it did at Mark(), with the bin size
+  // as last set) and KeepSinceMark() keeps what followed; either ends the
+  // mark, and a new Mark() replaces it. A successful LoadState() or
+  // Restore() ends it too (adacomp; callers end it themselves for the
+  // others). The default copies the state at Mark(), as Snapshot() does.
+  // adacomp copies nothing: the first Compress() after Mark() writes the new
+  // residue into a second buffer, chunk by chunk while each chunk is in
+  // cache, and the marked one stays as it was. UndoToMark() without a mark:
+  // InvalidArgument, nothing changed.
+  virtual void Mark();
+  virtual Status UndoToMark();
+  virtual void KeepSinceMark();
+
   // adacomp: the bin size L_T from the next Compress() on (a compression
   // schedule, adacomp/schedule.h). The residue carries over unchanged, with
   // any deferred correction applied first, so nothing is lost across the
@@ -166,6 +181,8 @@ class Compressor {
   CodecConfig config_;
   uint32_t tensor_id_;
   uint64_t elements_;
+  std::unique_ptr<CompressorSnapshot> mark_;  // the default Mark()'s copy (buffer kept)
+  bool marked_ = false;                       // the default Mark()'s
 };
 
 // Header fields and summary of one frame, as read by InspectFrame().

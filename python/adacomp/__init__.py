@@ -96,8 +96,10 @@ class Compressor(_adacomp.Compressor):
         return super().compress(_as_buffer(grad, "grad"))
 
     def snapshot(self):
-        """Remembers the residue, step counter and last_stats (one copy of the residue into
-        a buffer kept between calls), so that restore() can undo the compressions after it."""
+        """Remembers the residue, step counter and last_stats, so that restore() can undo the
+        compressions after it. adacomp copies nothing (its next compress() writes the new
+        residue into a second buffer); the other codecs copy the residue into a buffer kept
+        between calls."""
         super().snapshot()
 
     def restore(self):

@@ -178,19 +178,23 @@ class PyCompressor {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
       status = impl_->LoadState(bytes);
-      if (status.ok()) has_snapshot_ = false;  // a loaded state supersedes the snapshot
+      if (status.ok() && has_snapshot_) {  // a loaded state supersedes the snapshot
+        impl_->KeepSinceMark();
+        has_snapshot_ = false;
+      }
     }
     if (!status.ok()) ThrowStatus(status, false);
   }
 
   // Remembers the current residue, step counter and last_stats, so that
-  // Restore() can undo the compressions that follow. Costs one copy of the
-  // residue (a memcpy into a buffer kept between calls), far less than
-  // SaveState(), which also encodes and checksums.
+  // Restore() can undo the compressions that follow (Compressor::Mark: for
+  // adacomp no copy, the next compression writes its residue beside the
+  // marked one; for the others one copy into a buffer kept between calls),
+  // far less than SaveState(), which also encodes and checksums.
   void Snapshot() {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
-    impl_->Snapshot(&snapshot_);
+    impl_->Mark();
     snapshot_stats_ = last_stats_;
     compressed_since_snapshot_ = 0;
     has_snapshot_ = true;
@@ -207,8 +211,10 @@ class PyCompressor {
       if (!has_snapshot_) {
         status = Status::Internal("restore: no snapshot (call snapshot() first)");
       } else if (compressed_since_snapshot_ > 0) {
-        status = impl_->Restore(snapshot_);
+        status = impl_->UndoToMark();
         changed = status.ok();
+      } else {
+        impl_->KeepSinceMark();  // nothing to undo
       }
       if (status.ok()) {
         last_stats_ = snapshot_stats_;
@@ -223,6 +229,7 @@ class PyCompressor {
   // Forgets the snapshot (the compressions since are kept).
   void DiscardSnapshot() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (has_snapshot_) impl_->KeepSinceMark();
     has_snapshot_ = false;
   }
 
@@ -254,7 +261,6 @@ class PyCompressor {
   CompressStats last_stats_;
   // Snapshot() / Restore().
   bool has_snapshot_ = false;
-  CompressorSnapshot snapshot_;  // its buffer is kept between steps
   CompressStats snapshot_stats_;
   uint64_t compressed_since_snapshot_ = 0;
 };

@@ -23,6 +23,13 @@
 // to the plain definition (adacomp_test.cc and fused_test.cc check it).
 // residue() and SaveState() are const but apply pending corrections (mutable
 // members): like every call, they must not run concurrently on one object.
+//
+// Mark() copies nothing: the first fast-path compression after it reads the
+// marked residue and writes the new one into a second buffer (each chunk of
+// bins copied there while it is in cache, then the fused pass runs on the
+// copy), then swaps the two, keeping the marked pending corrections beside
+// them; UndoToMark() swaps back. The two-pass path copies the whole residue
+// instead (it is rare: values near the float range).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -93,6 +100,7 @@ class AdaCompCompressor final : public Compressor {
     ADACOMP_RETURN_IF_ERROR(
         LoadStateBytes(state, Codec::kAdaComp, config().values, elements(), &step_, residue_));
     residue_bound_ = MaxAbs(residue_);
+    marked_ = moved_ = false;
     return Status::OK();
   }
   Status SetBinSize(uint32_t bin_size) override {
@@ -118,8 +126,30 @@ class AdaCompCompressor final : public Compressor {
     Materialize();  // on error the state stays as it was, corrections applied
     ADACOMP_RETURN_IF_ERROR(RestoreState(s, &step_, residue_));
     residue_bound_ = MaxAbs(residue_);
+    marked_ = moved_ = false;
     return Status::OK();
   }
+
+  void Mark() override {
+    marked_ = true;
+    moved_ = false;
+    mark_step_ = step_;
+    mark_bound_ = residue_bound_;
+  }
+  Status UndoToMark() override {
+    if (!marked_) return Status::InvalidArgument("UndoToMark: no mark (call Mark() first)");
+    if (moved_) {
+      residue_.swap(spare_);
+      pending_.swap(mark_pending_);
+      pending_count_ = mark_pending_count_;
+      pending_scale_ = mark_pending_scale_;
+    }
+    step_ = mark_step_;
+    residue_bound_ = mark_bound_;
+    marked_ = moved_ = false;
+    return Status::OK();
+  }
+  void KeepSinceMark() override { marked_ = moved_ = false; }
 
  private:
   // Below this, |R| + |dW| cannot overflow float32 (2^126 + 2^126 = 2^127).
@@ -151,14 +181,22 @@ class AdaCompCompressor final : public Compressor {
   // scale sum, with the pending corrections [p0, p1) that fall in them;
   // appends the selected (index, G) to idx/val (grown as needed) and sets
   // group_sums_ of its groups.
+  // With `from` (the marked residue) each chunk is first copied from it into
+  // the residue, with the kFusedCorrectionsAhead elements after it (where the
+  // kernel may apply corrections early; never past the worker's bins, which
+  // another worker may be writing), and the fused pass updates the copy in
+  // place.
   size_t RunBins(size_t b0, size_t b1, const uint32_t* p0, const uint32_t* p1, const float* g,
-                 std::vector<uint32_t>& idx, std::vector<float>& val, float* top, uint64_t* hist) {
+                 std::vector<uint32_t>& idx, std::vector<float>& val, float* top, uint64_t* hist,
+                 const float* from) {
     const size_t n = residue_.size();
     float* r = residue_.data();
     const ValueMode mode = config().values;
     const size_t per_chunk = BinsPerChunk();
     const uint32_t* pend = p0;
     size_t count = 0;
+    size_t copied = b0 * bin_size_;  // from: r holds from's elements below this
+    const size_t copy_end = std::min(n, b1 * bin_size_);
     for (size_t b = b0; b < b1;) {
       const size_t group = b / kScaleGroupBins;
       const size_t group_end = std::min(b1, (group + 1) * kScaleGroupBins);
@@ -170,6 +208,13 @@ class AdaCompCompressor final : public Compressor {
           const size_t want = std::max(idx.size() * 2, count + span + 8);
           idx.resize(want);
           val.resize(want);
+        }
+        if (from) {
+          const size_t upto = std::min(copy_end, last * bin_size_ + kFusedCorrectionsAhead);
+          if (upto > copied) {
+            std::memcpy(r + copied, from + copied, (upto - copied) * sizeof(float));
+            copied = upto;
+          }
         }
         const size_t added =
             fused_(r, g, n, bin_size_, b, last, &pend, p1, pending_scale_, gmax_.data(), &sum, top,
@@ -210,9 +255,17 @@ class AdaCompCompressor final : public Compressor {
     size_t count = 0;
     const uint32_t* pend_begin = pending_.data();
     const uint32_t* const pend_end = pend_begin + pending_count_;
+    // The first compression after Mark(): the new residue goes into the
+    // spare buffer, the marked one (with its pending corrections) is kept.
+    const bool move = marked_ && !moved_;
+    if (move) {
+      residue_.swap(spare_);
+      residue_.resize(n);  // allocates once; every chunk is written before it is read
+    }
+    const float* from = move ? spare_.data() : nullptr;
     if (workers <= 1) {
-      count =
-          RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top, st.bin_histogram.data());
+      count = RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top,
+                      st.bin_histogram.data(), from);
     } else {
       // Worker w takes a contiguous run of groups; worker 0 appends to
       // idx_/val_, the others to their own scratch, appended after.
@@ -233,7 +286,7 @@ class AdaCompCompressor final : public Compressor {
         auto& idx = w == 0 ? idx_ : extra_[uw - 1].idx;
         auto& val = w == 0 ? val_ : extra_[uw - 1].val;
         counts[uw] = RunBins(b0, b1, at(b0), b1 == bins ? pend_end : at(b1), g, idx, val, &tops[uw],
-                             hists[uw].data());
+                             hists[uw].data(), from);
       });
       count = counts[0];
       size_t total = count;
@@ -251,6 +304,12 @@ class AdaCompCompressor final : public Compressor {
         gmax_top = std::max(gmax_top, tops[w]);
         for (size_t k = 0; k < 17; ++k) st.bin_histogram[k] += hists[w][k];
       }
+    }
+    if (move) {
+      pending_.swap(mark_pending_);
+      mark_pending_count_ = pending_count_;
+      mark_pending_scale_ = pending_scale_;
+      moved_ = true;
     }
     const float scale = ScaleOf(bins);
     const ValueMode mode = config().values;
@@ -376,6 +435,15 @@ class AdaCompCompressor final : public Compressor {
   // The two-pass path: pass A checks every G before anything is written.
   Status CompressTwoPass(std::span<const float> grad, std::vector<uint8_t>* frame,
                          CompressStats* stats) {
+    if (marked_ && !moved_) {
+      // Keep the marked residue and corrections by copying them (rare path).
+      spare_.assign(residue_.begin(), residue_.end());
+      mark_pending_.assign(pending_.begin(), pending_.begin() + pending_count_);
+      mark_pending_count_ = pending_count_;
+      mark_pending_scale_ = pending_scale_;
+      residue_.swap(spare_);
+      moved_ = true;
+    }
     Materialize();
     const size_t n = residue_.size();
     const size_t bins = gmax_.size();
@@ -491,6 +559,15 @@ class AdaCompCompressor final : public Compressor {
   mutable size_t pending_count_ = 0;  // how many of them still need R = G - sign(G) s
   float pending_scale_ = 0.0f;        // that step's s
   uint64_t step_ = 0;
+  // Mark(): the marked state. Once moved_ (compressed since the mark), the
+  // marked residue is spare_ and its pending corrections mark_pending_*.
+  bool marked_ = false, moved_ = false;
+  uint64_t mark_step_ = 0;
+  float mark_bound_ = 0.0f;
+  std::vector<float> spare_;  // the marked residue once moved_; else the next one's buffer
+  std::vector<uint32_t> mark_pending_;
+  size_t mark_pending_count_ = 0;
+  float mark_pending_scale_ = 0.0f;
 };
 
 }  // namespace

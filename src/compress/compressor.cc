@@ -94,6 +94,21 @@ void CompressStats::Merge(const CompressStats& o) {
   for (size_t i = 0; i < bin_histogram.size(); ++i) bin_histogram[i] += o.bin_histogram[i];
 }
 
+void Compressor::Mark() {
+  if (!mark_) mark_ = std::make_unique<CompressorSnapshot>();
+  Snapshot(mark_.get());
+  marked_ = true;
+}
+
+Status Compressor::UndoToMark() {
+  if (!marked_) return Status::InvalidArgument("UndoToMark: no mark (call Mark() first)");
+  ADACOMP_RETURN_IF_ERROR(Restore(*mark_));
+  marked_ = false;
+  return Status::OK();
+}
+
+void Compressor::KeepSinceMark() { marked_ = false; }
+
 Status Compressor::SetBinSize(uint32_t) {
   return Status::InvalidArgument("codec " + std::string(CodecName(config_.codec)) +
                                  " has no bin size");

@@ -37,6 +37,12 @@ using FusedSelectFn = size_t (*)(float* r, const float* g, size_t n, size_t bin,
                                  float s_prev, float* gmax, double* gsum, float* gtop,
                                  uint32_t* idx, float* val, uint64_t* hist);
 
+// How far past the end of the bin it reads a fused kernel may apply the
+// deferred corrections (in elements; FusedSelectAvx2 applies them ahead in
+// batches). A caller that fills r chunk by chunk (adacomp.cc's first
+// compression after Mark()) fills this much more before each call.
+inline constexpr size_t kFusedCorrectionsAhead = 1024;
+
 // The deferred update of one selected element: R = G - sign(G) s (G != 0).
 inline float ApplyScale(float stored_g, float s) { return stored_g - std::copysign(s, stored_g); }
 

@@ -79,6 +79,7 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
   constexpr size_t kAhead = 2048;
   constexpr size_t kLead = 128;
   constexpr size_t kBatch = 512;
+  static_assert(kLead + kBatch <= kFusedCorrectionsAhead);
   size_t applied_upto = 0;
   double sum = *gsum;
   float top = *gtop;
