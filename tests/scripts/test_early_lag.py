@@ -205,6 +205,41 @@ class GridCellTest(unittest.TestCase):
         self.assertIn("- fc-dnn, default: steps 1.50x (missed); epoch gaps beyond tolerance "
                       "at epoch 1.", doc)
 
+    def test_whole_schedule_with_the_ramp(self):
+        def summary(model, finals, rate):
+            key = "test_loss" if model == "char-lstm" else "test_accuracy"
+            out = {"model": model, "epoch_metrics": [{key: v} for v in finals],
+                   "compression_rate": {"end_to_end": rate}}
+            out["test_loss_per_char" if model == "char-lstm" else key] = finals[-1]
+            return out
+
+        runs = {  # (model, codec, tag): per-epoch metric, the last the final one
+            ("fc-dnn", "dense", ""): summary("fc-dnn", [0.80, 0.85, 0.90], 1),
+            ("fc-dnn", "adacomp", ""): summary("fc-dnn", [0.70, 0.84, 0.895], 400),
+            ("fc-dnn", "adacomp", "_ramp128"): summary("fc-dnn", [0.79, 0.82, 0.901], 300),
+            ("char-lstm", "dense", ""): summary("char-lstm", [2.0, 1.8, 1.6], 1),
+            ("char-lstm", "adacomp", ""): summary("char-lstm", [2.2, 1.9, 1.7], 400),
+            ("char-lstm", "adacomp", "_ramp128"): summary("char-lstm", [2.1, 1.85, 1.65], 360),
+        }
+
+        def full_run(cell, codec, tag=""):
+            return runs.get((el.cell_parts(cell)[0], codec, tag))
+
+        st = {"rows": [{"name": grid.RAMP, "rate_vs": 0.8}]}
+        with mock.patch.object(grid, "full_run", side_effect=full_run):
+            fc = grid.whole_schedule_row("fc-dnn", st)
+            lstm = grid.whole_schedule_row("char-lstm", st)
+            self.assertIsNone(grid.whole_schedule_row("mnist-cnn", st))  # no runs
+            lines = grid.whole_schedule_lines({"fc-dnn": st, "mnist-cnn": st})
+        # end -0.50 -> +0.10 pt; worst from epoch 2 -1.00 -> -3.00 pt; rate 300 / 400.
+        self.assertEqual(fc, "| fc-dnn | -0.50 pt -> +0.10 pt | -1.00 pt -> -3.00 pt | 0.75x "
+                             "| 0.80x |")
+        # Loss: behind by 0.1 -> 0.05 at the end, at worst 0.1 -> 0.05 from epoch 2.
+        self.assertEqual(lstm, "| char-lstm | -0.100 -> -0.050 | -0.100 -> -0.050 | 0.90x | "
+                               "0.80x |")
+        self.assertIn("## The whole schedule with the ramp (seed 1)", lines)
+        self.assertEqual([line for line in lines if line.startswith("| fc-dnn")], [fc])
+
 
 if __name__ == "__main__":
     unittest.main()
