@@ -130,7 +130,9 @@ class Compressor {
                           CompressStats* stats = nullptr) = 0;
 
   // The residue (size elements()), or empty for codecs without one
-  // (dense, terngrad).
+  // (dense, terngrad). The span is valid until the next non-const call
+  // (after Mark() adacomp's next Compress() moves the residue to its
+  // other buffer).
   virtual std::span<const float> residue() const = 0;
 
   // All mutable state (residue, generator) as bytes, for checkpoints; and

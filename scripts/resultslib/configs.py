@@ -204,6 +204,13 @@ def make_full_configs(cifar_dir):
     # settings come from the residue diagnostics (docs/results/diagnosis.md).
     for model, opt, tag, extra in REMEDIES:
         add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
+    # The early lag's ramp (issue 26; the remedy tagged _ramp128) at seeds 2
+    # and 3 too, beside the main table's runs at those seeds: its end gap
+    # against the seed spread (docs/early-lag-grid.md reads them).
+    for seed in FULL_SEEDS[1:]:
+        for model, opt, tag, extra in REMEDIES:
+            if tag == "_ramp128":
+                add("ramp", model, "adacomp", opt, seed, extra=extra, tag=tag)
     # Dense with the same options where they are not codec options (a learning
     # rate, clipping): the remedy must beat the strongest dense run.
     for model, opt, tag, extra in REMEDIES:

@@ -288,7 +288,7 @@ def sweep_reference_table(runs):
     runs at the same seeds, each against dense at the same learner count,
     batch size, learning rate (and warm-up) and seed."""
     sweeps = [(c, r) for c, r in runs.values()
-              if c["table"] not in ("models", "remedies", "longer", "recommended")]
+              if c["table"] not in ("models", "remedies", "longer", "recommended", "ramp")]
     if not sweeps:
         return []
     lines = []

@@ -213,17 +213,24 @@ class GridCellTest(unittest.TestCase):
             out["test_loss_per_char" if model == "char-lstm" else key] = finals[-1]
             return out
 
-        runs = {  # (model, codec, tag): per-epoch metric, the last the final one
-            ("fc-dnn", "dense", ""): summary("fc-dnn", [0.80, 0.85, 0.90], 1),
-            ("fc-dnn", "adacomp", ""): summary("fc-dnn", [0.70, 0.84, 0.895], 400),
-            ("fc-dnn", "adacomp", "_ramp128"): summary("fc-dnn", [0.79, 0.82, 0.901], 300),
-            ("char-lstm", "dense", ""): summary("char-lstm", [2.0, 1.8, 1.6], 1),
-            ("char-lstm", "adacomp", ""): summary("char-lstm", [2.2, 1.9, 1.7], 400),
-            ("char-lstm", "adacomp", "_ramp128"): summary("char-lstm", [2.1, 1.85, 1.65], 360),
+        runs = {  # (model, codec, tag, seed): per-epoch metric, the last the final one
+            ("fc-dnn", "dense", "", 1): summary("fc-dnn", [0.80, 0.85, 0.90], 1),
+            ("fc-dnn", "adacomp", "", 1): summary("fc-dnn", [0.70, 0.84, 0.895], 400),
+            ("fc-dnn", "adacomp", "_ramp128", 1): summary("fc-dnn", [0.79, 0.82, 0.901], 300),
+            ("fc-dnn", "dense", "", 2): summary("fc-dnn", [0.80, 0.85, 0.90], 1),
+            ("fc-dnn", "adacomp", "", 2): summary("fc-dnn", [0.70, 0.84, 0.885], 400),
+            ("fc-dnn", "adacomp", "_ramp128", 2): summary("fc-dnn", [0.79, 0.84, 0.899], 320),
+            # Seed 3 has no ramp run: left out.
+            ("fc-dnn", "dense", "", 3): summary("fc-dnn", [0.10, 0.10, 0.10], 1),
+            ("fc-dnn", "adacomp", "", 3): summary("fc-dnn", [0.10, 0.10, 0.10], 1),
+            ("char-lstm", "dense", "", 1): summary("char-lstm", [2.0, 1.8, 1.6], 1),
+            ("char-lstm", "adacomp", "", 1): summary("char-lstm", [2.2, 1.9, 1.7], 400),
+            ("char-lstm", "adacomp", "_ramp128", 1): summary("char-lstm", [2.1, 1.85, 1.61],
+                                                            360),
         }
 
-        def full_run(cell, codec, tag=""):
-            return runs.get((el.cell_parts(cell)[0], codec, tag))
+        def full_run(cell, codec, tag="", seed=1):
+            return runs.get((el.cell_parts(cell)[0], codec, tag, seed))
 
         st = {"rows": [{"name": grid.RAMP, "rate_vs": 0.8}]}
         with mock.patch.object(grid, "full_run", side_effect=full_run):
@@ -231,15 +238,15 @@ class GridCellTest(unittest.TestCase):
             lstm = grid.whole_schedule_row("char-lstm", st)
             self.assertIsNone(grid.whole_schedule_row("mnist-cnn", st))  # no runs
             lines = grid.whole_schedule_lines({"fc-dnn": st, "mnist-cnn": st})
-        # end -0.50 -> +0.10 pt; worst from epoch 2 -1.00 -> -3.00 pt; rate 300 / 400.
-        self.assertEqual(fc, "| fc-dnn | -0.50 pt -> +0.10 pt | -1.00 pt -> -3.00 pt | 0.75x "
-                             "| 0.80x |")
-        # Loss: behind by 0.1 -> 0.05 at the end, at worst 0.1 -> 0.05 from epoch 2.
-        self.assertEqual(lstm, "| char-lstm | -0.100 -> -0.050 | -0.100 -> -0.050 | 0.90x | "
-                               "0.80x |")
-        self.assertIn("## The whole schedule with the ramp (seed 1)", lines)
+        # Seeds 1 and 2: end -1.00 pt (spread 1.0 pt: met) -> 0.00 pt; worst from epoch 2
+        # -1.00 -> -2.00 pt (epoch 2 means 0.84 and 0.83 against 0.85); rate (0.75 + 0.8) / 2.
+        self.assertEqual(fc, "| fc-dnn | 2 | -1.00 pt (met) -> +0.00 pt (met) | -1.00 pt -> "
+                             "-2.00 pt | 0.78x | 0.80x |")
+        # Loss: behind by 0.1 (beyond 0.02: missed) -> 0.01 at the end.
+        self.assertEqual(lstm, "| char-lstm | 1 | -0.100 (missed) -> -0.010 (met) | -0.100 -> "
+                               "-0.050 | 0.90x | 0.80x |")
+        self.assertIn("## The whole schedule with the ramp", lines)
         self.assertEqual([line for line in lines if line.startswith("| fc-dnn")], [fc])
-
 
 if __name__ == "__main__":
     unittest.main()
