@@ -17,19 +17,7 @@
 namespace adacomp {
 namespace {
 
-std::vector<CodecConfig> Configs() {
-  std::vector<CodecConfig> out;
-  for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold, Codec::kOneBit,
-                  Codec::kTernGrad}) {
-    out.push_back(testing::TestCodecConfig(c, 5));
-  }
-  for (ValueMode v : {ValueMode::kFp16, ValueMode::kFp32}) {
-    CodecConfig c = out[1];
-    c.values = v;
-    out.push_back(c);
-  }
-  return out;
-}
+std::vector<CodecConfig> Configs() { return testing::EveryCodecTestConfig(5); }
 
 std::unique_ptr<Compressor> Make(const CodecConfig& cfg, uint64_t n) {
   return std::move(Compressor::Create(cfg, 3, n).value());

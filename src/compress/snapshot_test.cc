@@ -12,17 +12,7 @@
 namespace adacomp {
 namespace {
 
-std::vector<CodecConfig> Configs() {
-  std::vector<CodecConfig> out;
-  for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold, Codec::kOneBit,
-                  Codec::kTernGrad}) {
-    out.push_back(testing::TestCodecConfig(c, 5));
-  }
-  CodecConfig fp16 = out[1];
-  fp16.values = ValueMode::kFp16;
-  out.push_back(fp16);
-  return out;
-}
+std::vector<CodecConfig> Configs() { return testing::EveryCodecTestConfig(5); }
 
 TEST(SnapshotTest, RestoreUndoesTheCompressionsSince) {
   constexpr uint64_t n = 3001;

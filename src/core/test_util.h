@@ -44,6 +44,22 @@ inline CodecConfig TestCodecConfig(Codec codec, uint64_t seed) {
   return cfg;
 }
 
+// TestCodecConfig of every codec (this TernGrad seed), then adacomp with
+// binary16 and with float32 values.
+inline std::vector<CodecConfig> EveryCodecTestConfig(uint64_t seed) {
+  std::vector<CodecConfig> out;
+  for (Codec c : {Codec::kDense, Codec::kAdaComp, Codec::kTopK, Codec::kThreshold, Codec::kOneBit,
+                  Codec::kTernGrad}) {
+    out.push_back(TestCodecConfig(c, seed));
+  }
+  for (ValueMode v : {ValueMode::kFp16, ValueMode::kFp32}) {
+    CodecConfig c = TestCodecConfig(Codec::kAdaComp, seed);
+    c.values = v;
+    out.push_back(c);
+  }
+  return out;
+}
+
 // Each value's name parses back to the value, and `unknown` does not parse.
 // name: E -> string-like; parse: string_view -> Result<E>.
 template <typename E, typename Name, typename Parse>
