@@ -2,8 +2,9 @@
 # Builds the code that runs on several threads with ThreadSanitizer (into
 # build-tsan) and runs its tests there; a data race fails the run.
 #
-#   - one tensor over threads: AdaComp Compress with CodecConfig::threads,
-#     DecodeAccumulateAll / DecodeAverageAll with DecodeOptions::threads
+#   - one tensor over threads: AdaComp Compress with CodecConfig::threads
+#     (and its first compression after Mark(), each worker copying its own
+#     bins), DecodeAccumulateAll / DecodeAverageAll with DecodeOptions::threads
 #     (adacomp_core_test, the tests whose names say threads or AccumulateAll);
 #   - the in-process communicator, whose learners are threads
 #     (adacomp_comm_inprocess_test, all of it).
@@ -27,6 +28,6 @@ side_build "$BUILD" \
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 start=$(date +%s)
 "$BUILD/src/core/adacomp_core_test" \
-  --gtest_filter='DecodeAccumulateAll*:AdaCompTest.*Threads*:SimdTest.Divide*'
+  --gtest_filter='DecodeAccumulateAll*:AdaCompTest.*Threads*:SimdTest.Divide*:MarkTest.LargeTensorsInChunksAndThreads'
 "$BUILD/src/comm/adacomp_comm_inprocess_test"
 echo "tsan.sh: no data race in the threaded tests ($(( $(date +%s) - start ))s)"
