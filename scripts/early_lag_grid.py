@@ -82,30 +82,6 @@ def cumulative_bytes(summary):
     return out
 
 
-def full_run_rate(cell, name):
-    """For a run used the whole way (the local optimizer): its full-length rate over the
-    default's, measured in docs/results.md's runs (results/full, seed 1), or None."""
-    if name != LOCAL:
-        return None
-    model, opt = early_lag.cell_parts(cell)
-    opt = "adam" if opt else "sgd"
-    stem = os.path.join(ROOT, "results", "full",
-                        f"{model}_adacomp_{opt}_P4_B128_e{FULL_EPOCHS[model]}_s1")
-    try:
-        with open(stem + "_local.json") as f:
-            local = json.load(f)["compression_rate"]["end_to_end"]
-        with open(stem + ".json") as f:
-            default = json.load(f)["compression_rate"]["end_to_end"]
-    except (OSError, KeyError, ValueError):
-        return None
-    return local / default
-
-
-# The seeds every cell is swept with.
-STANDARD_SEEDS = (1, 2, 3)
-RAMP_TAG = "_ramp128"  # the ramp's whole-schedule runs (scripts/resultslib/remedies.toml)
-
-
 def full_run(cell, codec, tag="", seed=1):
     """The cell's full-length run of docs/results.md at this seed (results/full), or None."""
     model, opt = early_lag.cell_parts(cell)
@@ -117,6 +93,24 @@ def full_run(cell, codec, tag="", seed=1):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def full_run_rate(cell, name):
+    """For a run used the whole way (the local optimizer): its full-length rate over the
+    default's, measured in docs/results.md's runs (results/full, seed 1), or None."""
+    if name != LOCAL:
+        return None
+    local, default = full_run(cell, "adacomp", "_local"), full_run(cell, "adacomp")
+    try:
+        return (local["compression_rate"]["end_to_end"]
+                / default["compression_rate"]["end_to_end"])
+    except (TypeError, KeyError):  # a run missing (None), or without the rate
+        return None
+
+
+# The seeds every cell is swept with.
+STANDARD_SEEDS = (1, 2, 3)
+RAMP_TAG = "_ramp128"  # the ramp's whole-schedule runs (scripts/resultslib/remedies.toml)
 
 
 def whole_schedule_row(cell, st, seeds=STANDARD_SEEDS):
@@ -135,7 +129,7 @@ def whole_schedule_row(cell, st, seeds=STANDARD_SEEDS):
     if not sets:
         return None
     dense, default, ramp = (list(runs) for runs in zip(*sets))
-    higher_better, fmt_diff = early_lag.metric(cell)[1], early_lag.metric(cell)[3]
+    _, higher_better, _, fmt_diff, _ = early_lag.metric(cell)
 
     def fmt_gap(gap):  # signed_gap's sign (negative: behind) to fmt_diff's AdaComp - dense
         return fmt_diff(gap if higher_better else -gap)
