@@ -17,8 +17,12 @@ Two parts, printed as Markdown tables and kept in results/ddp_real/hook_cpu.json
          state does not pay): the summary's cpu_per_step_s,
          the hook's CPU on every thread against backward's, for the all-gather
          and the reduce-scatter exchange, with and without the local optimizer.
+  batches  the all-gather runs again (with and without the local optimizer)
+         at 16, 32 and 64 images per rank: the hook's work per step does
+         not depend on the batch, backward's grows with it, so this says
+         from which batch the hook costs less than a given share.
 
-Usage: /usr/bin/python3 scripts/hook_cpu.py [--part parts|runs|both]
+Usage: /usr/bin/python3 scripts/hook_cpu.py [--part parts|runs|batches|both]
            [--pythonpath build/python]
 """
 
@@ -100,24 +104,27 @@ RUNS = [("all-gather", ["--exchange", "allgather"]),
                                              "--local-optimizer"])]
 
 
-def runs(pythonpath):
+BATCHES = (16, 32, 64)
+
+
+def runs(pythonpath, plan=None):
+    """plan: (label, extra args, images per rank) triples; RUNS at 16 images by default."""
     env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
     out = []
-    for label, extra in RUNS:
+    for label, extra, batch in plan or [(label, extra, 16) for label, extra in RUNS]:
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.json")
-            cmd = [sys.executable, os.path.join(ROOT, "examples", "ddp_resnet18.py"),
-                   "--procs", "4", "--batch-size", "16", "--steps", "20",
-                   "--warmup-steps", "8", "--eval-images",
-                   "256", "--log-every", "100", "--hook", "adacomp",
-                   "--summary-json", path] + extra
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+            args = ["examples/ddp_resnet18.py", "--procs", "4", "--batch-size", str(batch),
+                    "--steps", "20", "--warmup-steps", "8", "--eval-images", "256",
+                    "--log-every", "100", "--hook", "adacomp"] + extra
+            cmd = [sys.executable] + args + ["--summary-json", path]
+            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
             if p.returncode != 0:
                 sys.exit(f"{label} failed ({p.returncode}): {p.stderr[-2000:]}")
             with open(path) as f:
                 s = json.load(f)
         c = s["cpu_per_step_s"]
-        out.append({"run": label, "command": cmd[1:-2] + extra,
+        out.append({"run": label, "batch": batch, "command": args,
                     "backward_ms": 1e3 * c["backward"], "hook_ms": 1e3 * c["hook"],
                     "bytes_per_step": s["bytes_per_step"]})
         print(f"  {label}: hook {out[-1]['hook_ms']:.1f} ms, backward "
@@ -127,7 +134,8 @@ def runs(pythonpath):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("parts", "runs", "both"), default="both")
+    ap.add_argument("--part", choices=("parts", "runs", "batches", "both"), default="both",
+                    help="both: parts and runs; batches only when asked")
     ap.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
     args = ap.parse_args()
     sys.path.insert(0, args.pythonpath)
@@ -140,6 +148,9 @@ def main():
         record["parts"] = parts()
     if args.part in ("runs", "both"):
         record["runs"] = runs(args.pythonpath)
+    if args.part == "batches":
+        record["batches"] = runs(args.pythonpath, [
+            (label, extra, b) for b in BATCHES for label, extra in RUNS[:2]])
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         json.dump(record, f, indent=1)
@@ -163,6 +174,12 @@ def main():
             print(f"| {r['run']} | {r['hook_ms']:.1f} | {r['backward_ms']:.1f} | "
                   f"{100 * r['hook_ms'] / r['backward_ms']:.1f} % | "
                   f"{r['bytes_per_step'] / 1e6:.2f} MB |")
+    if "batches" in record:
+        print("\n| exchange | images per rank | hook CPU ms/step | backward CPU ms/step | "
+              "hook / backward |\n|---|---|---|---|---|")
+        for r in record["batches"]:
+            print(f"| {r['run']} | {r['batch']} | {r['hook_ms']:.1f} | {r['backward_ms']:.1f} | "
+                  f"{100 * r['hook_ms'] / r['backward_ms']:.1f} % |")
     print(f"\nwrote {OUT}")
 
 
