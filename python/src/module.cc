@@ -265,40 +265,43 @@ class PyCompressor {
   uint64_t compressed_since_snapshot_ = 0;
 };
 
+// Runs op(bytes, dst) with the GIL released on the bytes of `frame` and the
+// float32 elements of `out` (both read in place), and raises its Status.
+template <class Op>
+void WithFrameAndOut(const py::buffer& frame, const py::buffer& out, Op&& op) {
+  py::buffer_info frame_holder;
+  std::span<const uint8_t> bytes = RequestBytes(frame, &frame_holder, "frame");
+  py::buffer_info out_info;
+  std::span<float> dst = RequestOut(out, &out_info);
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = op(bytes, dst);
+  }
+  if (!status.ok()) ThrowStatus(status, true);
+}
+
 // Adds the frame at the start of `frame` into `out`; returns the bytes the
 // frame occupies (so that concatenated frames can be walked).
 uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
                        std::optional<uint32_t> expected_tensor_id,
                        std::optional<uint64_t> max_frame_bytes,
                        std::optional<uint64_t> max_elements) {
-  py::buffer_info frame_holder;
-  std::span<const uint8_t> bytes = RequestBytes(frame, &frame_holder, "frame");
-  py::buffer_info out_info;
-  std::span<float> dst = RequestOut(out, &out_info);
-  DecodeOptions options = MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
+  const DecodeOptions options =
+      MakeDecodeOptions(expected_tensor_id, max_frame_bytes, max_elements);
   FrameInfo info;
-  Status status;
-  {
-    py::gil_scoped_release release;
-    status = DecodeAccumulate(bytes, dst, &info, options);
-  }
-  if (!status.ok()) ThrowStatus(status, true);
+  WithFrameAndOut(frame, out, [&](std::span<const uint8_t> bytes, std::span<float> dst) {
+    return DecodeAccumulate(bytes, dst, &info, options);
+  });
   return info.frame_bytes;
 }
 
 // Writes 0 into `out` where the frame carries a non-zero value; returns how many.
 uint64_t ZeroWhereCarriedPy(const py::buffer& frame, const py::buffer& out) {
-  py::buffer_info frame_holder;
-  std::span<const uint8_t> bytes = RequestBytes(frame, &frame_holder, "frame");
-  py::buffer_info out_info;
-  std::span<float> dst = RequestOut(out, &out_info);
   uint64_t zeroed = 0;
-  Status status;
-  {
-    py::gil_scoped_release release;
-    status = ZeroWhereCarried(bytes, dst, &zeroed);
-  }
-  if (!status.ok()) ThrowStatus(status, true);
+  WithFrameAndOut(frame, out, [&](std::span<const uint8_t> bytes, std::span<float> dst) {
+    return ZeroWhereCarried(bytes, dst, &zeroed);
+  });
   return zeroed;
 }
 
