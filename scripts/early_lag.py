@@ -431,6 +431,15 @@ def report(model, seeds, full_epochs):
         "",
         f"![test {'accuracy' if higher else 'loss'} against steps](img/early_lag_{model}.png)",
         "",
+        "What each run trades: its steps to the target against its whole-run rate, "
+        "with the box the issue asks for (at most 1.15x dense's steps, at least 0.8x "
+        "the default's rate)"
+        + ("" if not tradeoff_points(st)[1] else
+           "; runs that never reached the target are not in it ("
+           + ", ".join(name for name, _, _ in tradeoff_points(st)[1]) + ")") + ":",
+        "",
+        f"![steps to the target against the rate](img/early_lag_tradeoff_{model}.png)",
+        "",
         "Elsewhere: "
         + ("the same measurement in the C++ trainer (docs/early-lag.md), "
            if model == "ddp-example" else
@@ -445,6 +454,68 @@ def report(model, seeds, full_epochs):
         f.write("\n".join(lines))
     print("wrote", doc_path(model))
     plot(model, runs, target)
+    plot_tradeoff(model, st)
+
+
+def tradeoff_points(st):
+    """The runs of a cell's figures (cell_stats) as (name, rate against the default's,
+    steps against dense's) for those that reached the target, and (name, rate, None)
+    for those that did not; dense is in neither."""
+    reached, missed = [], []
+    for r in st["rows"]:
+        if r["name"] == "dense":
+            continue
+        (reached if r["ratio"] is not None else missed).append(
+            (r["name"], r["rate_vs"], r["ratio"]))
+    return reached, missed
+
+
+def plot_tradeoff(model, st):
+    """docs/img/early_lag_tradeoff_<model>.png: steps to the target against the
+    whole-run rate, one point per run, the issue's box shaded."""
+    plt = pyplot()
+    if plt is None:
+        return
+    reached, _ = tradeoff_points(st)
+    if not reached:
+        return
+    fig, ax = plt.subplots(figsize=(7, 5.4))
+    xs = [x for _, x, _ in reached]
+    ys = [y for _, _, y in reached]
+    lo_x, hi_x = min(xs + [0.8]) / 1.6, max(xs + [1.0]) * 1.6
+    lo_y, hi_y = min(ys + [1.0]) - 0.08, max(ys + [1.15]) + 0.1
+    ax.fill_between([0.8, hi_x], lo_y, 1.15, color="tab:green", alpha=0.12, lw=0,
+                    label="the issue's targets: <= 1.15x steps, >= 0.8x rate")
+    ax.axvline(0.8, color="tab:green", lw=0.8, ls=":")
+    ax.axhline(1.15, color="tab:green", lw=0.8, ls=":")
+    # One marker and colour per run, named in the legend (labels beside points that
+    # lie close together would print over each other).
+    markers = "osD^vP*Xh<>"
+    for k, (name, x, y) in enumerate(reached):
+        ax.scatter([x], [y], marker=markers[k % len(markers)], s=46, zorder=3,
+                   color=plt.cm.tab10(k % 10),
+                   label="default" if name == "adacomp" else name)
+    ax.set_xscale("log")
+    ax.set_xlim(lo_x, hi_x)
+    # 0.8x only on a narrow axis: on a wide one it would print over 1x.
+    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.8, 1.0, 1.5)
+             if lo_x <= t <= hi_x and (t != 0.8 or hi_x / lo_x < 20)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}x" for t in ticks])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_ylim(lo_y, hi_y)
+    ax.set_xlabel("whole-run compression rate against the default's (log)")
+    ax.set_ylabel("steps to dense's one-epoch figure / dense's")
+    ax.set_title(f"{model}: what each run trades (mean over seeds)")
+    ax.grid(alpha=0.3, which="both")
+    # The legend below the axes, where it covers no point.
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=8, loc="lower center",
+               ncol=4, frameon=False)
+    path = os.path.join(ROOT, "docs", "img", f"early_lag_tradeoff_{model}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print("wrote", path)
 
 
 def plot(model, runs, target):

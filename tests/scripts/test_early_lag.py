@@ -142,6 +142,24 @@ class GridCellTest(unittest.TestCase):
         # The same bytes kept on for the whole run: half the default's rate.
         self.assertAlmostEqual(rows["local"]["rate_vs"], 0.5)
 
+    def test_tradeoff_points_leave_out_dense_and_set_apart_runs_that_never_reached(self):
+        runs = {
+            "dense": [trainer_run([0.5, 0.7, 0.8, 0.9])],
+            "adacomp": [trainer_run([0.4, 0.6, 0.7, 0.8], rate=100)],
+            "ramp-128": [trainer_run([0.5, 0.6, 0.7, 0.8], rate=50)],
+            "local": [trainer_run([0.3, 0.4, 0.5, 0.6], rate=50)],
+        }
+        with mock.patch.object(el, "load", return_value=runs):
+            st = el.cell_stats("mnist-cnn", [1], full_epochs=4)
+        reached, missed = el.tradeoff_points(st)
+        rows = {r["name"]: r for r in st["rows"]}
+        # dense reaches its own target at step 10; the default at 15, the ramp at 15.
+        self.assertEqual([n for n, _, _ in reached], ["adacomp", "ramp-128"])
+        self.assertEqual(reached[0][1:], (1.0, 1.5))
+        self.assertEqual(reached[1][1:], (rows["ramp-128"]["rate_vs"], 1.5))
+        # local (kept on) never gets to 0.8: apart, at half the default's rate.
+        self.assertEqual(missed, [("local", 0.5, None)])
+
     def test_windows_of_the_first_epoch(self):
         # Evaluations every 5 steps of 10-step epochs: the first window holds step 5
         # only (0 < step <= 4), none; (0.4, 1.16] holds 5 and 10.
