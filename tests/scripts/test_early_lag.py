@@ -160,6 +160,24 @@ class GridCellTest(unittest.TestCase):
         # local (kept on) never gets to 0.8: apart, at half the default's rate.
         self.assertEqual(missed, [("local", 0.5, None)])
 
+    def test_grid_tradeoff_points_are_the_image_cells_runs(self):
+        acc = {"dense": [trainer_run([0.5, 0.7, 0.8, 0.9])],
+               "adacomp": [trainer_run([0.4, 0.6, 0.7, 0.8], rate=100)],
+               "ramp-128": [trainer_run([0.5, 0.6, 0.7, 0.8], rate=50)],
+               "l8": [trainer_run([0.5, 0.7, 0.8, 0.9], rate=10)]}  # not a grid run
+        loss = {"dense": [trainer_run([2.0, 1.8, 1.6, 1.5], key="test_loss")],
+                "adacomp": [trainer_run([2.1, 1.9, 1.8, 1.6], rate=100, key="test_loss")]}
+        stats = {}
+        for cell, runs in (("mnist-cnn", acc), ("char-lstm", loss)):
+            with mock.patch.object(el, "load", return_value=runs):
+                stats[cell] = el.cell_stats(cell, [1], full_epochs=4)
+        # A measured full-run rate, where there is one, is the ramp's.
+        with mock.patch.object(grid, "full_run_rate",
+                               lambda cell, name: 0.9 if name == "ramp-128" else None):
+            got = grid.tradeoff_points(stats)
+        self.assertEqual(got, [("mnist-cnn", "default", 1.0, 1.5),
+                               ("mnist-cnn", "ramp", 0.9, 1.5)])
+
     def test_windows_of_the_first_epoch(self):
         # Evaluations every 5 steps of 10-step epochs: the first window holds step 5
         # only (0 < step <= 4), none; (0.4, 1.16] holds 5 and 10.
