@@ -3,6 +3,7 @@
 // DecodeAverageAll (validate every frame, then add block by block on
 // threads).
 #include <algorithm>
+#include <bit>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,18 +63,21 @@ Status InspectFrame(std::span<const uint8_t> bytes, FrameInfo* info, const Decod
 namespace {
 
 // A frame validated completely and ready to be added into a destination:
-// sparse frames are decoded into (index, value) entries; dense and onebit
+// sparse frames are decoded into (index, value) entries, or for +-scale
+// values into indices with the sign in bit 31 (half the bytes); dense and onebit
 // frames are added straight from their payload; anything else (terngrad, or
 // a frame the vector checks did not accept) is decoded by the general walker,
 // into `floats` or, on the single-frame path, directly into the destination.
 struct Ready {
-  enum class Kind { kEntries, kFloatBytes, kSignBits, kFloats, kDone };
+  enum class Kind { kEntries, kSignedIndices, kFloatBytes, kSignBits, kFloats, kDone };
   Kind kind = Kind::kDone;
-  const wire::Entry* entries = nullptr;  // kEntries, increasing indices
-  size_t count = 0;
-  const uint8_t* payload = nullptr;  // kFloatBytes, kSignBits
-  const float* floats = nullptr;     // kFloats
-  float pos = 0.0f, neg = 0.0f;      // kSignBits
+  const wire::Entry* entries = nullptr;      // kEntries, increasing indices
+  const uint32_t* signed_indices = nullptr;  // kSignedIndices, increasing indices
+  size_t count = 0;                          // kEntries, kSignedIndices
+  uint32_t scale_bits = 0;                   // kSignedIndices: the value's bits less the sign
+  const uint8_t* payload = nullptr;          // kFloatBytes, kSignBits
+  const float* floats = nullptr;             // kFloats
+  float pos = 0.0f, neg = 0.0f;              // kSignBits
   FrameInfo info;
 };
 
@@ -81,27 +85,32 @@ struct Ready {
 // readers write every entry they report, so a pass of zeros over it (as
 // std::vector::resize makes) would be wasted, and on growth it faulted in
 // fresh pages twice over.
+template <class T>
 class EntryBuffer {
  public:
-  wire::Entry* Reserve(size_t n) {
+  T* Reserve(size_t n) {
     if (n > capacity_) {
       capacity_ = std::max(n, capacity_ + capacity_ / 2);
-      data_ = std::make_unique_for_overwrite<wire::Entry[]>(capacity_);
+      data_ = std::make_unique_for_overwrite<T[]>(capacity_);
     }
     return data_.get();
   }
 
  private:
-  std::unique_ptr<wire::Entry[]> data_;
+  std::unique_ptr<T[]> data_;
   size_t capacity_ = 0;
 };
 
 // Per-frame scratch, kept per calling thread so that steady-state decoding
 // does not allocate.
 struct Slot {
-  EntryBuffer entries;
+  EntryBuffer<wire::Entry> entries;
+  EntryBuffer<uint32_t> signed_indices;
   std::vector<float> floats;
 };
+
+// The index of a kSignedIndices entry.
+constexpr uint32_t kIndexBits = 0x7FFFFFFFu;
 
 // Validates the frame at bytes[0] for a destination of `n` elements and
 // prepares it in *r (its buffers in `slot`). Frames the vector paths do not
@@ -115,6 +124,19 @@ Status Prepare(std::span<const uint8_t> bytes, size_t n, const DecodeOptions& op
   if (n != h.elements) {
     return Status::InvalidArgument("destination holds " + std::to_string(n) +
                                    " elements but the frame carries " + std::to_string(h.elements));
+  }
+  if (wire::IsSparse(h.codec) && wire::IsSignedLayout(h, p)) {
+    // +-scale values: the indices and signs alone (a frame the fast reader
+    // does not take goes on to the walker below, which names the error).
+    uint32_t* packed = slot.signed_indices.Reserve(static_cast<size_t>(p.selected));
+    if (wire::FastSignedIndices(bytes, h, p, packed)) {
+      r->kind = Ready::Kind::kSignedIndices;
+      r->signed_indices = packed;
+      r->count = static_cast<size_t>(p.selected);
+      r->scale_bits = std::bit_cast<uint32_t>(p.scale);
+      r->info = MakeInfo(h, p, 0);
+      return Status::OK();
+    }
   }
   if (wire::IsSparse(h.codec)) {
     // One validating walk into (index, value) pairs (their number, the
@@ -183,6 +205,18 @@ void AddRange(const Ready& r, float* dst, size_t b, size_t e, size_t* cursor) {
       for (; j < r.count && en[j].index < e; ++j) {
         if (j + kAhead < r.count) __builtin_prefetch(dst + en[j + kAhead].index, 1);
         dst[en[j].index] += en[j].value;
+      }
+      *cursor = j;
+      break;
+    }
+    case Ready::Kind::kSignedIndices: {
+      // As kEntries; the value is +-scale, its sign from bit 31.
+      constexpr size_t kAhead = 128;
+      const uint32_t* in = r.signed_indices;
+      size_t j = *cursor;
+      for (; j < r.count && (in[j] & kIndexBits) < e; ++j) {
+        if (j + kAhead < r.count) __builtin_prefetch(dst + (in[j + kAhead] & kIndexBits), 1);
+        dst[in[j] & kIndexBits] += std::bit_cast<float>(r.scale_bits | (in[j] & ~kIndexBits));
       }
       *cursor = j;
       break;
@@ -257,6 +291,12 @@ void AddPrepared(const Ready* ready, size_t count, std::span<float> dst, bool av
             std::lower_bound(r.entries, r.entries + r.count, begin,
                              [](const wire::Entry& e, size_t v) { return e.index < v; }) -
             r.entries);
+      }
+      if (r.kind == Ready::Kind::kSignedIndices && begin > 0) {
+        cursor[j] = static_cast<size_t>(
+            std::lower_bound(r.signed_indices, r.signed_indices + r.count, begin,
+                             [](uint32_t e, size_t v) { return (e & kIndexBits) < v; }) -
+            r.signed_indices);
       }
     }
     const float divisor = static_cast<float>(count);
@@ -427,6 +467,12 @@ Status ZeroWhereCarried(std::span<const uint8_t> bytes, std::span<float> dst, ui
         dst[r.entries[j].index] = 0.0f;
         ++count;
       }
+    }
+  } else if (r.kind == Ready::Kind::kSignedIndices) {
+    // +-scale: every entry, unless the scale is 0.
+    if (std::bit_cast<float>(r.scale_bits) != 0.0f) {
+      for (size_t j = 0; j < r.count; ++j) dst[r.signed_indices[j] & kIndexBits] = 0.0f;
+      count = r.count;
     }
   } else {
     // Every element has a value: decode them (from -0, which adds as nothing), then test.

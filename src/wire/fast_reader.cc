@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cmath>
+#include <type_traits>
 
 #include "core/bit_io.h"
 #include "core/endian.h"
@@ -80,9 +81,13 @@ template <bool kRice, bool kSigns>
 // shift, count zeros, add). While 8 bytes can be loaded, each load serves
 // two entries when both fit in the 57-64 bits it brings (nearly always:
 // codes average 6-10 bits), which shortens that chain per entry.
-template <bool kRice, int kVb, bool kSigns>
+//
+// OutT is Entry, or for ternary payloads (kVb 0, signs) uint32_t: the index
+// with the sign in bit 31 (FastSignedIndices).
+template <bool kRice, int kVb, bool kSigns, class OutT = Entry>
 [[gnu::noinline]] bool FastSparseEntriesT(std::span<const uint8_t> frame, const Header& h,
-                                          const Params& p, Entry* out) {
+                                          const Params& p, OutT* out) {
+  static_assert(std::is_same_v<OutT, Entry> || (kVb == 0 && kSigns));
   const uint64_t count = p.selected;
   const uint64_t n = h.elements;
   const int k = p.code.k;
@@ -108,6 +113,15 @@ template <bool kRice, int kVb, bool kSigns>
       return true;
     }
   };
+  // Writes entry j (its value v is +-scale when OutT is packed).
+  auto store = [out](uint64_t j, uint64_t index, [[maybe_unused]] uint32_t negative,
+                     [[maybe_unused]] float v) {
+    if constexpr (std::is_same_v<OutT, Entry>) {
+      out[j] = Entry{static_cast<uint32_t>(index), v};
+    } else {
+      out[j] = static_cast<uint32_t>(index) | (negative << 31);
+    }
+  };
   uint64_t pos = 0, next = 0, j = 0;
   while (j + 1 < count && (pos >> 3) + 8 <= nbytes) {
     const uint64_t shift = pos & 7;
@@ -118,20 +132,20 @@ template <bool kRice, int kVb, bool kSigns>
     if (!DecodeCode<kRice, kSigns>(w, k, low_mask, next, n, &ta, &ia, &na)) [[unlikely]] {
       if (!LongCode<kRice, kSigns>(bs, nbytes, pos, k, next, n, &ta, &ia, &na)) return false;
       if (!value(j, na, &va)) return false;
-      out[j] = Entry{static_cast<uint32_t>(ia), va};
+      store(j, ia, na, va);
       pos += ta;
       next = ia + 1;
       j += 1;
       continue;
     }
     if (!value(j, na, &va)) return false;
-    out[j] = Entry{static_cast<uint32_t>(ia), va};
+    store(j, ia, na, va);
     // The second entry is taken only if it lies wholly in the window;
     // otherwise (or if it is bad) the next round reads it as the first.
     if (DecodeCode<kRice, kSigns>(w >> ta, k, low_mask, ia + 1, n, &tb, &ib, &nb) &&
         ta + tb <= 64 - shift) [[likely]] {
       if (!value(j + 1, nb, &vb)) return false;
-      out[j + 1] = Entry{static_cast<uint32_t>(ib), vb};
+      store(j + 1, ib, nb, vb);
       pos += ta + tb;
       next = ib + 1;
       j += 2;
@@ -160,7 +174,7 @@ template <bool kRice, int kVb, bool kSigns>
     }
     float v;
     if (!value(j, negative, &v)) return false;
-    out[j] = Entry{static_cast<uint32_t>(index), v};
+    store(j, index, negative, v);
     pos += t;
     next = index + 1;
   }
@@ -190,6 +204,18 @@ bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Pa
                 : FastSparseEntriesT<false, 2, false>(frame, h, p, out);
   }
   return false;  // no such codec today; the walker handles it
+}
+
+bool IsSignedLayout(const Header& h, const Params& p) {
+  return ValueBytes(h.codec, p) == 0 && HasSigns(h.codec, p) && h.elements <= kMaxSignedElements;
+}
+
+bool FastSignedIndices(std::span<const uint8_t> frame, const Header& h, const Params& p,
+                       uint32_t* out) {
+  if (!IsSignedLayout(h, p)) return false;
+  return p.code.family == IndexFamily::kRice
+             ? FastSparseEntriesT<true, 0, true, uint32_t>(frame, h, p, out)
+             : FastSparseEntriesT<false, 0, true, uint32_t>(frame, h, p, out);
 }
 
 }  // namespace adacomp::wire

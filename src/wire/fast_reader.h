@@ -23,4 +23,20 @@ namespace adacomp::wire {
 bool FastSparseEntries(std::span<const uint8_t> frame, const Header& h, const Params& p,
                        Entry* out);
 
+// The largest element count whose indices leave bit 31 free for a sign.
+inline constexpr uint64_t kMaxSignedElements = uint64_t{1} << 31;
+
+// Whether a payload's entries are +-scale with a sign bit each (ternary
+// AdaComp, threshold) and the frame has at most kMaxSignedElements
+// elements: FastSignedIndices takes it.
+bool IsSignedLayout(const Header& h, const Params& p);
+
+// FastSparseEntries for a payload IsSignedLayout accepts, in half the
+// bytes: out[j] is entry j's index with bit 31 set when its value is
+// -scale (+scale otherwise: the value's bits are the scale's with bit 31
+// ORed in). Same answers as FastSparseEntries; false as well for a payload
+// IsSignedLayout refuses.
+bool FastSignedIndices(std::span<const uint8_t> frame, const Header& h, const Params& p,
+                       uint32_t* out);
+
 }  // namespace adacomp::wire

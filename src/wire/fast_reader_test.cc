@@ -141,5 +141,75 @@ TEST(FastPathsTest, RandomSparseFramesDecodeLikeTheWalker) {
   }
 }
 
+// The half-size form of +-scale payloads (FastSignedIndices, which the
+// decoders use for them) against FastSparseEntries on the same frames.
+TEST(FastPathsTest, SignedIndicesCarryTheEntriesOfTernaryFrames) {
+  std::mt19937_64 rng(11);
+  for (Codec codec : {Codec::kAdaComp, Codec::kThreshold, Codec::kTopK}) {
+    for (ValueMode mode : {ValueMode::kTernary, ValueMode::kFp16, ValueMode::kFp32}) {
+      if (codec != Codec::kAdaComp && mode != ValueMode::kTernary) continue;
+      for (uint64_t n : {1ull, 1000ull, 30000ull}) {
+        for (double density : {0.01, 0.5}) {
+          for (IndexFamily fam : {IndexFamily::kRice, IndexFamily::kExpGolomb}) {
+            for (uint8_t k : {0, 4, 9}) {
+              Frame f = RandomSparse(rng, codec, mode, n, density, {fam, k});
+              std::vector<uint8_t> bytes;
+              ASSERT_TRUE(EncodeFrame(f, &bytes).ok());
+              Header h;
+              Params p;
+              ASSERT_TRUE(ParseFrame(bytes, {}, &h, &p).ok());
+              const bool ternary = codec != Codec::kTopK && mode == ValueMode::kTernary;
+              ASSERT_EQ(IsSignedLayout(h, p), ternary) << CodecName(codec);
+              std::vector<uint32_t> packed(p.selected + 1, 0xDEADBEEFu);
+              ASSERT_EQ(FastSignedIndices(bytes, h, p, packed.data()), ternary);
+              if (!ternary) continue;
+              std::vector<Entry> entries(p.selected);
+              ASSERT_TRUE(FastSparseEntries(bytes, h, p, entries.data()));
+              const uint32_t scale = std::bit_cast<uint32_t>(p.scale);
+              for (size_t j = 0; j < entries.size(); ++j) {
+                ASSERT_EQ(packed[j] & 0x7FFFFFFFu, entries[j].index) << "entry " << j;
+                ASSERT_EQ(scale | (packed[j] & 0x80000000u),
+                          std::bit_cast<uint32_t>(entries[j].value))
+                    << "entry " << j;
+              }
+              ASSERT_EQ(packed[p.selected], 0xDEADBEEFu);  // nothing past the entries
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A ternary frame whose scale is 0 carries only zeros: ZeroWhereCarried
+// zeroes nothing, and decoding adds +-0 (so a -0 of dst where a +0 entry
+// lands becomes +0, as IEEE addition gives).
+TEST(FastPathsTest, TernaryFrameOfScaleZeroCarriesNothing) {
+  Frame f;
+  f.codec = Codec::kAdaComp;
+  f.elements = 10;
+  f.params.values = ValueMode::kTernary;
+  f.params.bin_size = 5;
+  f.params.code = {IndexFamily::kRice, 1};
+  f.params.scale = 0.0f;
+  f.indices = {1, 4, 7};
+  f.negative = {0, 1, 0};
+  f.params.selected = f.indices.size();
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(EncodeFrame(f, &bytes).ok());
+  std::vector<float> dst(10, 2.5f);
+  dst[1] = -0.0f;
+  dst[4] = -0.0f;
+  uint64_t zeroed = 7;
+  ASSERT_TRUE(ZeroWhereCarried(bytes, dst, &zeroed).ok());
+  EXPECT_EQ(zeroed, 0u);
+  EXPECT_EQ(dst[0], 2.5f);
+  EXPECT_TRUE(std::signbit(dst[1]));
+  ASSERT_TRUE(DecodeAccumulate(bytes, dst).ok());
+  EXPECT_FALSE(std::signbit(dst[1]));  // -0 + +0
+  EXPECT_TRUE(std::signbit(dst[4]));   // -0 + -0
+  EXPECT_EQ(dst[7], 2.5f);
+}
+
 }  // namespace
 }  // namespace adacomp::wire
