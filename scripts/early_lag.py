@@ -388,6 +388,7 @@ def report(model, seeds, full_epochs):
         + f" | bytes/step | rate over {full_epochs} epochs vs default |",
         "|---|---|---|---|---|" + "---|" * (n_epochs + len(WINDOWS)) + "---|---|",
     ]
+    never = tradeoff_points(st)[1]
     verdicts = []
     for r in st["rows"]:
         gaps = [("**" if bold else "") + fmt_gap(diff) + ("**" if bold else "")
@@ -434,9 +435,9 @@ def report(model, seeds, full_epochs):
         "What each run trades: its steps to the target against its whole-run rate, "
         "with the box the issue asks for (at most 1.15x dense's steps, at least 0.8x "
         "the default's rate)"
-        + ("" if not tradeoff_points(st)[1] else
+        + ("" if not never else
            "; runs that never reached the target are not in it ("
-           + ", ".join(name for name, _, _ in tradeoff_points(st)[1]) + ")") + ":",
+           + ", ".join(name for name, _, _ in never) + ")") + ":",
         "",
         f"![steps to the target against the rate](img/early_lag_tradeoff_{model}.png)",
         "",
@@ -470,6 +471,49 @@ def tradeoff_points(st):
     return reached, missed
 
 
+TARGET_BOX = "the issue's targets: <= 1.15x steps, >= 0.8x rate"
+
+
+def tradeoff_axes(plt, xs, ys, size, x_pad, title):
+    """A figure for runs' steps to the target (ys, against dense's) over their
+    whole-run rate (xs, against the default's): the rate on a log axis padded by the
+    factor x_pad, ticks named "0.8x", the issue's box shaded (label TARGET_BOX), the
+    axes named. Returns (fig, ax); the caller adds the points."""
+    fig, ax = plt.subplots(figsize=size)
+    lo_x, hi_x = min(xs + [0.8]) / x_pad, max(xs + [1.0]) * x_pad
+    lo_y, hi_y = min(ys + [1.0]) - 0.08, max(ys + [1.15]) + 0.1
+    ax.fill_between([0.8, hi_x], lo_y, 1.15, color="tab:green", alpha=0.12, lw=0,
+                    label=TARGET_BOX)
+    ax.axvline(0.8, color="tab:green", lw=0.8, ls=":")
+    ax.axhline(1.15, color="tab:green", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_ylim(lo_y, hi_y)
+    # Decades on a wide axis, tenths on a narrow one (where 0.8x would otherwise
+    # print over 1x, or there would be no tick at all).
+    ticks = ((0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 1.5) if hi_x / lo_x >= 20
+             else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.5))
+    ticks = [t for t in ticks if lo_x <= t <= hi_x]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}x" for t in ticks])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_xlabel("whole-run compression rate against the default's (log)")
+    ax.set_ylabel("steps to dense's one-epoch figure / dense's")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    return fig, ax
+
+
+def save_with_legend_below(plt, fig, handles, bottom, path):
+    """Saves fig with a legend of these handles below the axes (the lowest `bottom`
+    of the figure), where it covers no point."""
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=4, frameon=False)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print("wrote", path)
+
+
 def plot_tradeoff(model, st):
     """docs/img/early_lag_tradeoff_<model>.png: steps to the target against the
     whole-run rate, one point per run, the issue's box shaded."""
@@ -479,15 +523,8 @@ def plot_tradeoff(model, st):
     reached, _ = tradeoff_points(st)
     if not reached:
         return
-    fig, ax = plt.subplots(figsize=(7, 5.4))
-    xs = [x for _, x, _ in reached]
-    ys = [y for _, _, y in reached]
-    lo_x, hi_x = min(xs + [0.8]) / 1.6, max(xs + [1.0]) * 1.6
-    lo_y, hi_y = min(ys + [1.0]) - 0.08, max(ys + [1.15]) + 0.1
-    ax.fill_between([0.8, hi_x], lo_y, 1.15, color="tab:green", alpha=0.12, lw=0,
-                    label="the issue's targets: <= 1.15x steps, >= 0.8x rate")
-    ax.axvline(0.8, color="tab:green", lw=0.8, ls=":")
-    ax.axhline(1.15, color="tab:green", lw=0.8, ls=":")
+    fig, ax = tradeoff_axes(plt, [x for _, x, _ in reached], [y for _, _, y in reached],
+                            (7, 5.4), 1.6, f"{model}: what each run trades (mean over seeds)")
     # One marker and colour per run, named in the legend (labels beside points that
     # lie close together would print over each other).
     markers = "osD^vP*Xh<>"
@@ -495,27 +532,8 @@ def plot_tradeoff(model, st):
         ax.scatter([x], [y], marker=markers[k % len(markers)], s=46, zorder=3,
                    color=plt.cm.tab10(k % 10),
                    label="default" if name == "adacomp" else name)
-    ax.set_xscale("log")
-    ax.set_xlim(lo_x, hi_x)
-    # 0.8x only on a narrow axis: on a wide one it would print over 1x.
-    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.8, 1.0, 1.5)
-             if lo_x <= t <= hi_x and (t != 0.8 or hi_x / lo_x < 20)]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{t:g}x" for t in ticks])
-    ax.xaxis.set_minor_formatter(plt.NullFormatter())
-    ax.set_ylim(lo_y, hi_y)
-    ax.set_xlabel("whole-run compression rate against the default's (log)")
-    ax.set_ylabel("steps to dense's one-epoch figure / dense's")
-    ax.set_title(f"{model}: what each run trades (mean over seeds)")
-    ax.grid(alpha=0.3, which="both")
-    # The legend below the axes, where it covers no point.
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(*ax.get_legend_handles_labels(), fontsize=8, loc="lower center",
-               ncol=4, frameon=False)
-    path = os.path.join(ROOT, "docs", "img", f"early_lag_tradeoff_{model}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print("wrote", path)
+    save_with_legend_below(plt, fig, ax.get_legend_handles_labels()[0], 0.12,
+                           os.path.join(ROOT, "docs", "img", f"early_lag_tradeoff_{model}.png"))
 
 
 def plot(model, runs, target):

@@ -328,40 +328,20 @@ def plot_tradeoff(stats):
         return
     cells = list(dict.fromkeys(c for c, _, _, _ in points))
     marker = {"default": "o", "ramp": "^", "local optimizer": "s"}
-    fig, ax = plt.subplots(figsize=(7.5, 5.6))
-    xs = [x for _, _, x, _ in points]
-    ys = [y for _, _, _, y in points]
-    lo_x, hi_x = min(xs + [0.8]) / 1.15, max(xs + [1.0]) * 1.15
-    lo_y, hi_y = min(ys + [1.0]) - 0.05, max(ys + [1.15]) + 0.05
-    ax.fill_between([0.8, hi_x], lo_y, 1.15, color="tab:green", alpha=0.12, lw=0)
-    ax.axvline(0.8, color="tab:green", lw=0.8, ls=":")
-    ax.axhline(1.15, color="tab:green", lw=0.8, ls=":")
+    fig, ax = early_lag.tradeoff_axes(
+        plt, [x for _, _, x, _ in points], [y for _, _, _, y in points], (7.5, 5.6), 1.15,
+        "every image cell: what each run trades (mean over 3 seeds)")
     for cell, run, x, y in points:
         ax.scatter([x], [y], marker=marker[run], s=50, zorder=3,
                    color=plt.cm.tab10(cells.index(cell) % 10))
-    ax.set_xscale("log")
-    ax.set_xlim(lo_x, hi_x)
-    ax.set_ylim(lo_y, hi_y)
-    ticks = [t for t in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1) if lo_x <= t <= hi_x]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{t:g}x" for t in ticks])
-    ax.xaxis.set_minor_formatter(plt.NullFormatter())
-    ax.set_xlabel("whole-run compression rate against the default's (log)")
-    ax.set_ylabel("steps to dense's one-epoch accuracy / dense's")
-    ax.set_title("every image cell: what each run trades (mean over 3 seeds)")
-    ax.grid(alpha=0.3, which="both")
-    # Two legends below the axes: the cells' colours and the runs' markers.
+    # The legend: the cells' colours, the runs' markers, the box.
     handles = [plt.Line2D([], [], ls="", marker="o", color=plt.cm.tab10(k % 10), label=c)
                for k, c in enumerate(cells)]
     handles += [plt.Line2D([], [], ls="", marker=m, color="gray", label=run)
                 for run, m in marker.items()]
     handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:green", alpha=0.12,
-                                 label="the issue's targets: <= 1.15x steps, >= 0.8x rate"))
-    fig.tight_layout(rect=(0, 0.17, 1, 1))
-    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=4, frameon=False)
-    fig.savefig(TRADEOFF_IMG, dpi=110)
-    plt.close(fig)
-    print("wrote", TRADEOFF_IMG)
+                                 label=early_lag.TARGET_BOX))
+    early_lag.save_with_legend_below(plt, fig, handles, 0.17, TRADEOFF_IMG)
 
 
 def plot(stats):
