@@ -15,8 +15,10 @@ shared with docs/early-lag.md and the DDP example's with
 docs/early-lag-ddp-example.md.
 
 It writes docs/early-lag-grid.md (per cell and run: the target, steps to it, the
-gaps at each epoch end and over two windows, the bytes against the default's) and docs/img/early_lag_grid.png (each cell's
-curves against steps and against the bytes sent).
+gaps at each epoch end and over two windows, the bytes against the default's),
+docs/img/early_lag_grid.png (each cell's curves against steps and against the bytes
+sent) and docs/img/early_lag_grid_tradeoff.png (every image cell's runs, steps against
+the whole-run rate).
 
 Usage:
   /usr/bin/python3 scripts/early_lag_grid.py [--cells mnist-cnn,fc-dnn-adam,...]
@@ -34,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import early_lag  # noqa: E402
+import early_lag_tradeoff  # noqa: E402
 from script_util import pyplot  # noqa: E402
 
 ROOT = early_lag.ROOT
@@ -328,7 +331,7 @@ def plot_tradeoff(stats):
         return
     cells = list(dict.fromkeys(c for c, _, _, _ in points))
     marker = {"default": "o", "ramp": "^", "local optimizer": "s"}
-    fig, ax = early_lag.tradeoff_axes(
+    fig, ax = early_lag_tradeoff.tradeoff_axes(
         plt, [x for _, _, x, _ in points], [y for _, _, _, y in points], (7.5, 5.6), 1.15,
         "every image cell: what each run trades (mean over 3 seeds)")
     for cell, run, x, y in points:
@@ -340,8 +343,8 @@ def plot_tradeoff(stats):
     handles += [plt.Line2D([], [], ls="", marker=m, color="gray", label=run)
                 for run, m in marker.items()]
     handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:green", alpha=0.12,
-                                 label=early_lag.TARGET_BOX))
-    early_lag.save_with_legend_below(plt, fig, handles, 0.17, TRADEOFF_IMG)
+                                 label=early_lag_tradeoff.TARGET_BOX))
+    early_lag_tradeoff.save_with_legend_below(plt, fig, handles, 0.17, TRADEOFF_IMG)
 
 
 def plot(stats):

@@ -13,6 +13,7 @@ from unittest import mock
 
 import early_lag as el
 import early_lag_grid as grid
+import early_lag_tradeoff as tradeoff
 
 
 def example(hook_frames, evals, world=2, parameters=1000):
@@ -151,7 +152,7 @@ class GridCellTest(unittest.TestCase):
         }
         with mock.patch.object(el, "load", return_value=runs):
             st = el.cell_stats("mnist-cnn", [1], full_epochs=4)
-        reached, missed = el.tradeoff_points(st)
+        reached, missed = tradeoff.tradeoff_points(st)
         rows = {r["name"]: r for r in st["rows"]}
         # dense reaches its own target at step 10; the default at 15, the ramp at 15.
         self.assertEqual([n for n, _, _ in reached], ["adacomp", "ramp-128"])
