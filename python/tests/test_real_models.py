@@ -321,7 +321,7 @@ class ResNet18LocalOptimizerTest(RealModelCase, unittest.TestCase):
 
 
 class GptLocalOptimizerTest(RealModelCase, unittest.TestCase):
-    """The AdaComp hook with a local optimizer on the GPT, as docs/ddp-real-models.md
+    """The AdaComp hook with a local optimizer on the GPT, as experiments/ddp-real-models/report.md
     recommends it (the clip inside the hook, the model in one bucket), after a dense
     warm-up: 1-bit Adam, whose frozen second moment the resumed run must carry."""
     script = GptTest.script

@@ -7,7 +7,7 @@ hook adds for transformers: attention (the projections of an attention module), 
 GroupNorm, BatchNorm and InstanceNorm). Default bin sizes: attention, mlp and
 embedding 50 (measured on a GPT: at fc's 500 it stops learning), norm other's 500,
 so models without attention or embeddings compress exactly as before;
-docs/ddp-real-models.md has the measurements and the settings we recommend.
+experiments/ddp-real-models/report.md has the measurements and the settings we recommend.
 """
 
 from torch import nn
@@ -20,7 +20,7 @@ LAYER_TYPES = CODEC_LAYER_TYPES + TRANSFORMER_LAYER_TYPES
 DEFAULT_BIN_SIZES = dict(_adacomp.DEFAULT_BIN_SIZES)
 # Transformer weights at L_T 50: at fc's 500 a GPT trained with AdamW stopped learning
 # (held-out loss 3.29 nats/byte after 250 steps against 2.27 without a hook, at 947x),
-# at 50 it trains (docs/ddp-real-models.md). Norms keep other's bin size.
+# at 50 it trains (experiments/ddp-real-models/report.md). Norms keep other's bin size.
 DEFAULT_BIN_SIZES.update(attention=50, mlp=50, embedding=50, norm=DEFAULT_BIN_SIZES["other"])
 
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,

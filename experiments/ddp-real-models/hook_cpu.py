@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""Where the AdaComp DDP hook's CPU goes on ResNet-18 (11.2M parameters).
+
+Two parts, printed as Markdown tables and kept in experiments/ddp-real-models/data/hook_cpu.json:
+
+  parts  the hook's C++ work measured alone, one process, on ResNet-18-sized
+         gradients (one compressor per parameter at its layer type's default
+         bin size, Gaussian gradients after 3 steps of residue): compressing
+         every parameter, the same with the rollback point every step takes
+         first (Compressor.snapshot(): for adacomp no copy, the compression
+         writes its residue beside the kept one), and decoding and
+         averaging P ranks' messages (P = 2, 4; the same frames repeated).
+         time.thread_time, best of 5.
+  runs   examples/ddp_resnet18.py on 4 processes over loopback (16 images per
+         rank, 20 steps, the first 8 untimed: the first steps' frames are the
+         largest and their decode scratch is still growing, which the steady
+         state does not pay): the summary's cpu_per_step_s,
+         the hook's CPU on every thread against backward's, for the all-gather
+         and the reduce-scatter exchange, with and without the local optimizer.
+  batches  the all-gather runs again (with and without the local optimizer)
+         at 16, 32 and 64 images per rank: the hook's work per step does
+         not depend on the batch, backward's grows with it, so this says
+         from which batch the hook costs less than a given share.
+
+Usage: /usr/bin/python3 experiments/ddp-real-models/hook_cpu.py [--part parts|runs|batches|both]
+           [--pythonpath build/python]
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
+from resultslib.paths import ROOT, experiment, module_dir  # noqa: E402
+from resultslib.util import cores, cpu_name  # noqa: E402
+
+OUT = experiment("ddp-real-models", "data", "hook_cpu.json")
+
+
+def best_ms(fn, reps=5):
+    best = float("inf")
+    for _ in range(reps):
+        t = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t)
+    return 1e3 * best
+
+
+def parts():
+    import numpy as np
+    import torch
+    import torchvision
+    from adacomp import Compressor, _adacomp
+    from adacomp.torch.layers import DEFAULT_BIN_SIZES, layer_types_of
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    types = layer_types_of(model)
+    named = list(model.named_parameters())
+    total = sum(p.numel() for _, p in named)
+    grad = (torch.randn(total) * 1e-2).numpy()
+    comps, layout, off = [], [], 0
+    for k, (name, p) in enumerate(named):
+        comps.append(Compressor(p.numel(), codec="adacomp",
+                                bin_size=DEFAULT_BIN_SIZES[types[name]], tensor_id=k))
+        layout.append((off, p.numel()))
+        off += p.numel()
+
+    def compress_all():
+        return [c.compress(grad[o:o + n]) for c, (o, n) in zip(comps, layout)]
+
+    for _ in range(3):
+        frames = compress_all()
+    message = b"".join(frames)
+
+    def compress_marked():
+        for c in comps:
+            c.snapshot()
+        out = compress_all()
+        for c in comps:
+            c.discard_snapshot()
+        return out
+
+    out = np.empty(total, np.float32)
+    ids = list(range(len(layout)))
+    res = {"elements": total, "message_bytes": len(message),
+           "compress_ms": best_ms(compress_all),
+           "compress_marked_ms": best_ms(compress_marked)}
+    for p in (2, 4):
+        views = [memoryview(message)] * p
+        res[f"decode_P{p}_ms"] = best_ms(lambda: _adacomp.decompress_average_messages(
+            views, [out[o:o + n] for o, n in layout], ids))
+    return res
+
+
+RUNS = [("all-gather", ["--exchange", "allgather"]),
+        ("all-gather, local optimizer", ["--exchange", "allgather", "--local-optimizer"]),
+        ("reduce-scatter", ["--exchange", "reduce-scatter"]),
+        ("reduce-scatter, local optimizer", ["--exchange", "reduce-scatter",
+                                             "--local-optimizer"])]
+
+
+BATCHES = (16, 32, 64)
+
+
+def runs(pythonpath, plan=None):
+    """plan: (label, extra args, images per rank) triples; RUNS at 16 images by default."""
+    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
+    out = []
+    for label, extra, batch in plan or [(label, extra, 16) for label, extra in RUNS]:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.json")
+            args = ["examples/ddp_resnet18.py", "--procs", "4", "--batch-size", str(batch),
+                    "--steps", "20", "--warmup-steps", "8", "--eval-images", "256",
+                    "--log-every", "100", "--hook", "adacomp"] + extra
+            cmd = [sys.executable] + args + ["--summary-json", path]
+            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+            if p.returncode != 0:
+                sys.exit(f"{label} failed ({p.returncode}): {p.stderr[-2000:]}")
+            with open(path) as f:
+                s = json.load(f)
+        c = s["cpu_per_step_s"]
+        out.append({"run": label, "batch": batch, "command": args,
+                    "backward_ms": 1e3 * c["backward"], "hook_ms": 1e3 * c["hook"],
+                    "bytes_per_step": s["bytes_per_step"]})
+        print(f"  {label}: hook {out[-1]['hook_ms']:.1f} ms, backward "
+              f"{out[-1]['backward_ms']:.1f} ms", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=("parts", "runs", "batches", "both"), default="both",
+                    help="both: parts and runs; batches only when asked")
+    ap.add_argument("--pythonpath", default=module_dir())
+    args = ap.parse_args()
+    sys.path.insert(0, args.pythonpath)
+    record = {}
+    if os.path.exists(OUT):
+        with open(OUT) as f:
+            record = json.load(f)
+    record["machine"] = f"{cpu_name(platform.machine())}, {cores()} cores"
+    if args.part in ("parts", "both"):
+        record["parts"] = parts()
+    if args.part in ("runs", "both"):
+        record["runs"] = runs(args.pythonpath)
+    if args.part == "batches":
+        record["batches"] = runs(args.pythonpath, [
+            (label, extra, b) for b in BATCHES for label, extra in RUNS[:2]])
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"Measured on {record['machine']}.\n")
+    if "parts" in record:
+        p = record["parts"]
+        print(f"| part ({p['elements']:,} elements, messages of {p['message_bytes']:,} bytes) "
+              "| CPU ms |\n|---|---|")
+        for key, label in (("compress_ms", "compress every parameter"),
+                           ("compress_marked_ms", "the same after the step's rollback point "
+                            "(snapshot())"),
+                           ("decode_P2_ms", "decode and average 2 messages"),
+                           ("decode_P4_ms", "decode and average 4 messages")):
+            if key in p:  # records before the rollback mark had snapshot_ms instead
+                print(f"| {label} | {p[key]:.1f} |")
+        print()
+    if "runs" in record:
+        print("| exchange | hook CPU ms/step | backward CPU ms/step | hook / backward | "
+              "bytes/step |\n|---|---|---|---|---|")
+        for r in record["runs"]:
+            print(f"| {r['run']} | {r['hook_ms']:.1f} | {r['backward_ms']:.1f} | "
+                  f"{100 * r['hook_ms'] / r['backward_ms']:.1f} % | "
+                  f"{r['bytes_per_step'] / 1e6:.2f} MB |")
+    if "batches" in record:
+        print("\n| exchange | images per rank | hook CPU ms/step | backward CPU ms/step | "
+              "hook / backward |\n|---|---|---|---|---|")
+        for r in record["batches"]:
+            print(f"| {r['run']} | {r['batch']} | {r['hook_ms']:.1f} | {r['backward_ms']:.1f} | "
+                  f"{100 * r['hook_ms'] / r['backward_ms']:.1f} % |")
+    print(f"\nwrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
