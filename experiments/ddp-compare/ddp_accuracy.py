@@ -18,13 +18,9 @@ One run at a time; every run is bounded by --timeout seconds.
 """
 
 import argparse
-import json
 import os
 import re
-import shlex
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
 from resultslib import runner as results  # noqa: E402
@@ -78,23 +74,13 @@ def run_one(cfg, pythonpath, timeout, log):
         os.unlink(tmp)
     cmd = [sys.executable, EXAMPLE] + cfg["args"] + ["--summary-json", tmp]
     env = dict(os.environ, PYTHONPATH=pythonpath)
-    log.write("== %s %s\n$ PYTHONPATH=%s %s\n" % (cfg["id"], results.utc_now(), pythonpath,
-                                                 " ".join(shlex.quote(c) for c in cmd)))
-    log.flush()
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        rc = "timeout after %d s" % timeout
-    elapsed = time.monotonic() - t0
+    log.write("== %s %s\nPYTHONPATH=%s\n" % (cfg["id"], results.utc_now(), pythonpath))
+    rc, _, elapsed = results.run_command(cmd, timeout=timeout, env=env, log=log)
     if rc != 0 or not os.path.exists(tmp):
         log.write("!! %s failed: %s\n" % (cfg["id"], rc))
         log.flush()
         return False
-    with open(tmp) as f:
-        summary = json.load(f)
-    os.unlink(tmp)
+    summary = results.load_and_remove(tmp)
     summary["run"] = {"id": cfg["id"], "tag": cfg["tag"], "args": cfg["args"],
                       "elapsed_seconds": round(elapsed, 1),
                       "finished_utc": results.utc_now()}

@@ -37,13 +37,12 @@ import json
 import os
 import platform
 import shlex
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
 from resultslib.cluster import CLUSTER, counters, error_lines, log, sh  # noqa: E402
 from resultslib.paths import ROOT, experiment, module_dir  # noqa: E402
+from resultslib.runner import run_command  # noqa: E402
 from resultslib.util import cores, cpu_name  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -161,18 +160,12 @@ def machine():
 
 
 def run_logged(cmd, timeout, env=None, log_path=None):
-    t0 = time.time()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        rc, out = r.returncode, r.stdout + r.stderr
-    except subprocess.TimeoutExpired as e:
-        rc = 124
-        out = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
-               else (e.stdout or "")) + f"\ntimed out after {timeout} s"
+    """run_command, its output also written to log_path when one is given."""
+    rc, out, wall = run_command(cmd, timeout=timeout, env=env)
     if log_path:
         with open(log_path, "w") as f:
             f.write(out)
-    return rc, out, time.time() - t0
+    return rc, out, wall
 
 
 def record_failure(path, cmd, rc, out):

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 
+from resultslib import curves
 from resultslib.paths import experiment
 from resultslib.util import pyplot
 
@@ -69,10 +70,8 @@ def better(metric, a, b):
 
 
 def steps_to(evals, metric, target):
-    for e in evals:
-        if better(metric, e[metric], target):
-            return e["step"]
-    return None
+    return curves.steps_to(((e["step"], e[metric]) for e in evals), target,
+                           higher=metric == "accuracy")
 
 
 def targets(none_evals, metric, steps):

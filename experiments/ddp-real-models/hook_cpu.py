@@ -30,13 +30,13 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
 from resultslib.paths import ROOT, experiment, module_dir  # noqa: E402
+from resultslib.runner import run_command  # noqa: E402
 from resultslib.util import cores, cpu_name  # noqa: E402
 
 OUT = experiment("ddp-real-models", "data", "hook_cpu.json")
@@ -119,9 +119,9 @@ def runs(pythonpath, plan=None):
                     "--steps", "20", "--warmup-steps", "8", "--eval-images", "256",
                     "--log-every", "100", "--hook", "adacomp"] + extra
             cmd = [sys.executable] + args + ["--summary-json", path]
-            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-            if p.returncode != 0:
-                sys.exit(f"{label} failed ({p.returncode}): {p.stderr[-2000:]}")
+            rc, out, _ = run_command(cmd, timeout=1800, env=env, cwd=ROOT)
+            if rc != 0:
+                sys.exit(f"{label} failed ({rc}): {out[-2000:]}")
             with open(path) as f:
                 s = json.load(f)
         c = s["cpu_per_step_s"]

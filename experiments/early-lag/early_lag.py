@@ -61,12 +61,11 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
 from early_lag_tradeoff import plot_tradeoff, tradeoff_points  # noqa: E402
+from resultslib import curves, runner  # noqa: E402
 from resultslib.paths import ROOT, adacomp_binary, experiment, module_dir  # noqa: E402
 from resultslib.util import cores, cpu_name, pyplot  # noqa: E402
 
@@ -173,23 +172,18 @@ def run_one(adacomp, model, epochs, name, flags, seed):
                "--summary-out", tmp] + optimizer + flags
         env, read = None, dict
     print("run:", " ".join(cmd), flush=True)
-    t0 = time.time()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env=env)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    with open(tmp) as f:
-        summary = read(json.load(f))
+    rc, out, seconds = runner.run_command(cmd, env=env)
+    if rc != 0:
+        sys.exit(f"failed ({rc}): {out[-2000:]}")
+    summary = read(runner.load_and_remove(tmp))
     summary["early_lag"] = {
         "command": cmd[1:], "config": name,
         "date": datetime.date.today().isoformat(), "machine": machine(),
-        "seconds": round(time.time() - t0, 1)}
-    with open(tmp, "w") as f:
-        json.dump(summary, f)
-    os.replace(tmp, path)
+        "seconds": round(seconds, 1)}
+    runner.keep_json(path, summary)
     key = metric(model)[0]
     print(f"  {name} seed {seed}: {key} {curve(summary, key)[-1][1]:.4f} in "
-          f"{time.time() - t0:.0f} s", flush=True)
+          f"{seconds:.0f} s", flush=True)
 
 
 def from_example(ex):
@@ -219,10 +213,7 @@ def curve(summary, key="test_accuracy"):
 
 
 def steps_to(summary, target, key="test_accuracy", higher=True):
-    for step, v in curve(summary, key):
-        if (v >= target) if higher else (v <= target):
-            return step
-    return None
+    return curves.steps_to(curve(summary, key), target, higher)
 
 
 def epoch_ends(summary, key="test_accuracy"):

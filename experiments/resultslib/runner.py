@@ -1,6 +1,10 @@
-"""One training run: the `adacomp train` command line of a configuration,
-its summary kept whole (with the "run" object: arguments, elapsed time,
-date) under results/, and the trainer's output logged."""
+"""The one runner every experiment driver uses: run_command runs a command
+(a training run, an example, a cluster job) with a time limit, its output
+captured and, when a log is given, appended to it after the command line;
+keep_json writes a record whole or not at all. run_one is the accuracy grid's
+training run on top of them: the `adacomp train` command line of a
+configuration, its summary kept whole (with the "run" object: arguments,
+elapsed time, date) under experiments/accuracy/data/."""
 
 import datetime
 import json
@@ -12,6 +16,44 @@ import time
 
 from .paths import adacomp_binary
 from .runs import result_path
+
+
+def run_command(cmd, timeout=None, env=None, log=None, cwd=None):
+    """Runs `cmd`; returns (exit status, stdout + stderr, seconds). A command
+    past `timeout` seconds is killed and returns 124, with what it printed and
+    a line saying so. `log`: an open text file that gets "$ CMD" and the output."""
+    if log is not None:
+        log.write("$ %s\n" % shlex.join(cmd))
+        log.flush()
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                           cwd=cwd)
+        rc, out = r.returncode, r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, out = 124, text + "\ntimed out after %d s" % timeout
+    elapsed = time.monotonic() - t0
+    if log is not None:
+        log.write(out)
+        log.flush()
+    return rc, out, elapsed
+
+
+def keep_json(path, obj, **dump_options):
+    """Writes `obj` as JSON to `path` whole or not at all (through PATH.part)."""
+    with open(path + ".part", "w") as f:
+        json.dump(obj, f, **dump_options)
+        f.write("\n")
+    os.replace(path + ".part", path)
+
+
+def load_and_remove(path):
+    """The JSON a run wrote to a temporary path, which is then removed."""
+    with open(path) as f:
+        obj = json.load(f)
+    os.unlink(path)
+    return obj
 
 
 def default_adacomp():
@@ -34,20 +76,13 @@ def run_one(adacomp, cfg, log):
     if cfg.get("metrics"):
         metrics = os.path.join(os.path.dirname(out), cfg["id"] + ".metrics.jsonl")
         cmd += ["--metrics-out", metrics + ".tmp", "--log-every", "50"]
-    log.write("== %s %s\n$ %s\n" % (cfg["id"], utc_now(),
-                                    " ".join(shlex.quote(c) for c in cmd)))
-    log.flush()
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-    elapsed = time.monotonic() - t0
-    if proc.returncode != 0 or not os.path.exists(tmp):
-        log.write("!! %s failed with exit status %d\n" % (cfg["id"],
-                                                          proc.returncode))
+    log.write("== %s %s\n" % (cfg["id"], utc_now()))
+    rc, _, elapsed = run_command(cmd, log=log)
+    if rc != 0 or not os.path.exists(tmp):
+        log.write("!! %s failed with exit status %d\n" % (cfg["id"], rc))
         log.flush()
         return False
-    with open(tmp) as f:
-        summary = json.load(f)
-    os.unlink(tmp)
+    summary = load_and_remove(tmp)
     # Keep the files small: per-learner digests are equal when replicas agree.
     if summary.get("replicas_identical"):
         summary.pop("learner_weights_sha256", None)
@@ -68,10 +103,7 @@ def run_one(adacomp, cfg, log):
 
 def keep_result(out, summary, log, run_id, elapsed):
     """Writes the summary to `out` whole or not at all, and logs the run done."""
-    with open(out + ".part", "w") as f:
-        json.dump(summary, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(out + ".part", out)
+    keep_json(out, summary, indent=1, sort_keys=True)
     log.write("-- %s done in %.1f s\n" % (run_id, elapsed))
     log.flush()
 

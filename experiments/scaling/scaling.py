@@ -64,9 +64,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
+from resultslib import runner  # noqa: E402
 from resultslib.cluster import CLUSTER  # noqa: E402
 from resultslib.paths import adacomp_binary, experiment  # noqa: E402
 from resultslib.util import cpu_name  # noqa: E402
@@ -307,15 +307,11 @@ def run_one(adacomp, c, cl, log):
         cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", str(limit), "--",
                adacomp, "train"] + args
         before = counters()
-        start = time.time()
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 60)
-        wall = time.time() - start
+        log.write("== %s %s\n" % (utc_now(), c["id"]))
+        rc, out, wall = runner.run_command(cmd, timeout=limit + 60, log=log)
         after = counters()
-        log.write("== %s %s\n$ %s\n%s%s\n" % (utc_now(), c["id"], shlex.join(cmd), r.stdout,
-                                                r.stderr))
-        log.flush()
-        if r.returncode != 0:
-            print("  failed (exit %d): %s" % (r.returncode, r.stderr.strip()[-400:]), flush=True)
+        if rc != 0:
+            print("  failed (exit %d): %s" % (rc, out.strip()[-400:]), flush=True)
             return None
         with open(os.path.join(work, "summary.json")) as f:
             summary = json.load(f)

@@ -20,6 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
+from resultslib import curves  # noqa: E402
 from resultslib.paths import experiment  # noqa: E402
 from resultslib.util import machine_name, pyplot  # noqa: E402
 
@@ -61,7 +62,10 @@ def accuracy_at(r, step):
 
 def time_to(r, target):
     """(training seconds, step) at the first evaluation reaching target, or None."""
-    return next(((t, s) for s, a, t in evals(r) if a >= target - 1e-12), None)
+    ev = evals(r)
+    step = curves.steps_to(((s, a) for s, a, _ in ev), target - 1e-12)
+    return None if step is None else next((t, s) for s, a, t in ev
+                                          if s == step and a >= target - 1e-12)
 
 
 def targets(runs):
