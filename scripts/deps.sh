@@ -10,7 +10,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   python3-torch python3-torchvision pybind11-dev python3-dev libgloo-dev
-  python3-venv python3-pip python3-setuptools python3-wheel
+  python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
   clang-14 libclang-rt-14-dev clang-format-14
   dataset-fashion-mnist fortunes
   iproute2 nftables

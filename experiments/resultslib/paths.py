@@ -15,8 +15,9 @@ def experiment(name, *parts):
 
 
 def adacomp_binary():
-    """build/tools/adacomp/adacomp of this checkout."""
-    return os.path.join(ROOT, "build", "tools", "adacomp", "adacomp")
+    """$ADACOMP where it is set, else build/tools/adacomp/adacomp of this checkout."""
+    return os.environ.get("ADACOMP") or os.path.join(ROOT, "build", "tools", "adacomp",
+                                                     "adacomp")
 
 
 def module_dir():
