@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs the result set of issue 3  and writes experiments/accuracy/report.md.
+"""Runs the accuracy grid and writes experiments/accuracy/report.md.
 
 Each configuration is one `adacomp train ... --summary-out experiments/accuracy/data/quick/ID.json`
 (or experiments/accuracy/data/full/ID.json) run; the script adds a "run" object (command line,

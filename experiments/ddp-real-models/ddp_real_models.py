@@ -6,7 +6,7 @@ Three parts, each resumable (a run whose summary exists is not run again):
 
     /usr/bin/python3 experiments/ddp-real-models/ddp_real_models.py accuracy [--models resnet18,gpt] [--seeds 0]
     sudo /usr/bin/python3 experiments/ddp-real-models/ddp_real_models.py speed [--hosts 4] [--links 100mbit,1gbit,unshaped]
-    /usr/bin/python3 experiments/ddp-real-models/ddp_real_models.py report        # docs/ddp-real-models-results.md + plots
+    /usr/bin/python3 experiments/ddp-real-models/ddp_real_models.py report        # report.md + plots
 
 accuracy: the whole (short) schedule of each model on loopback, 4 processes on
 this machine (Gloo over 127.0.0.1), one per hook and seed, summaries in

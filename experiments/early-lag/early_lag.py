@@ -29,13 +29,13 @@ settings of DDP_CONFIGS (no hook for dense, the local optimizer through
 adacomp.torch.split_optimizer).
 
 From the summaries (experiments/early-lag/data/<model>/<config>-s<seed>.json) it
-writes experiments/early-lag/report.md (mnist-cnn; other models docs/early-lag-<model>.md),
-docs/img/early_lag_<model>.png and docs/img/early_lag_tradeoff_<model>.png (steps
+writes experiments/early-lag/report.md (mnist-cnn; other models experiments/early-lag/<model>.md),
+experiments/early-lag/img/early_lag_<model>.png and early_lag_tradeoff_<model>.png (steps
 against the whole-run rate, experiments/early-lag/early_lag_tradeoff.py):
 
   - the target: dense's test accuracy after one epoch (mean over seeds);
   - steps to it per run (the first evaluation at or above it), the mean over
-    seeds and the ratio against dense's mean (issue target: at most 1.15x);
+    seeds and the ratio against dense's mean (target: at most 1.15x);
   - the gap to dense at each epoch end (mean over seeds) against the larger
     of 1 point and the seed spreads;
   - each schedule's bytes over the measured epochs, and the compression rate
@@ -372,7 +372,7 @@ def report(model, seeds, full_epochs):
         "",
         f"Target: dense's test {'accuracy' if higher else 'loss'} after one epoch, "
         f"mean over seeds: **{fmt_target(model, target)}**. Steps to it: the first "
-        f"evaluation at or {'above' if higher else 'below'} it. The issue's target is "
+        f"evaluation at or {'above' if higher else 'below'} it. The target is "
         "at most 1.15x dense's steps.",
         "",
         "| run | seeds | steps to the target | mean | vs dense | "
@@ -417,16 +417,16 @@ def report(model, seeds, full_epochs):
         "run would have (these steps' bytes, then the default's bytes per "
         "step for the rest) over the default's; for the settings kept on "
         f"({', '.join(sorted(KEPT_ON))}), these epochs' bytes per step against the "
-        "default's. The issue asks at least 0.8x.",
+        "default's. The target is at least 0.8x.",
         "",
-        "Against the issue's targets:",
+        "Against the targets:",
         "",
     ] + verdicts + windows_reading(st, fmt_gap) + [
         "",
         f"![test {'accuracy' if higher else 'loss'} against steps](img/early_lag_{model}.png)",
         "",
         "What each run trades: its steps to the target against its whole-run rate, "
-        "with the box the issue asks for (at most 1.15x dense's steps, at least 0.8x "
+        "with the targets' box (at most 1.15x dense's steps, at least 0.8x "
         "the default's rate)"
         + ("" if not never else
            "; runs that never reached the target are not in it ("

@@ -214,7 +214,7 @@ def cell_rows(cell, st):
 
 
 def verdict(cell, r):
-    """One run's line against the issue's targets."""
+    """One run's line against the targets."""
     ratio = r["ratio"]
     steps = "not reached" if ratio is None else f"{ratio:.2f}x"
     if early_lag.metric(cell)[1]:
@@ -271,7 +271,7 @@ def report(cells, seeds):
     lines += [
         "",
         "*steps vs dense*: the mean over seeds of the steps to the target (the first "
-        "evaluation at or past it) over dense's mean; the issue's target is at most 1.15x "
+        "evaluation at or past it) over dense's mean; the target is at most 1.15x "
         "on every image cell. *gap*: the mean over seeds against dense's at that epoch "
         "end, accuracy points (char-lstm: nats per character, negative when its loss is "
         "higher); **bold** when behind by more than the larger of 1 point (0.05 nats) and "
@@ -279,11 +279,11 @@ def report(cells, seeds):
         "that part of the run, against dense's (steadier than the crossing step). "
         "*whole-run rate*: the compression rate the full-length run of experiments/accuracy/report.md "
         "would have with this run's first epochs (their bytes, then the default's per "
-        "step), over the default's; the issue asks at least 0.8x. The local optimizer "
+        "step), over the default's; the target is at least 0.8x. The local optimizer "
         "stays on for the whole run, so its rate is the one experiments/accuracy/report.md measured over "
         "the full length (experiments/accuracy/data/full, seed 1) where that run exists.",
         "",
-        "Against the issue's targets:",
+        "Against the targets:",
         "",
     ]
     for cell, st in stats.items():
@@ -295,7 +295,7 @@ def report(cells, seeds):
               + (" and the DDP example" if "ddp-example" in stats else "")
               + ": its steps to "
               "dense's one-epoch accuracy against its whole-run rate (the rate column "
-              "above), with the box the issue asks for; runs that never reached the "
+              "above), with the targets' box; runs that never reached the "
               "target, and the char-lstm cells (no steps target), are not in it:", "",
               "![steps to the target against the rate, every image cell]"
               "(img/early_lag_grid_tradeoff.png)"]
@@ -325,7 +325,7 @@ def tradeoff_points(stats):
 
 def plot_tradeoff(stats):
     """experiments/early-lag/img/early_lag_grid_tradeoff.png: tradeoff_points, a colour per cell and a
-    marker per run, the issue's box shaded."""
+    marker per run, the targets' box shaded."""
     plt = pyplot()
     points = tradeoff_points(stats)
     if plt is None or not points:

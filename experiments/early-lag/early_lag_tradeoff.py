@@ -1,6 +1,6 @@
 """The trade-off plots of the early-lag reports (experiments/early-lag/early_lag.py,
 experiments/early-lag/early_lag_grid.py): each run's steps to dense's one-epoch figure against its
-whole-run compression rate, with the box of the issue's targets (at most 1.15x dense's
+whole-run compression rate, with the box of the targets (at most 1.15x dense's
 steps at 0.8x the default's rate or more) shaded."""
 
 
@@ -21,13 +21,13 @@ def tradeoff_points(st):
     return reached, missed
 
 
-TARGET_BOX = "the issue's targets: <= 1.15x steps, >= 0.8x rate"
+TARGET_BOX = "targets: <= 1.15x steps, >= 0.8x rate"
 
 
 def tradeoff_axes(plt, xs, ys, size, x_pad, title):
     """A figure for runs' steps to the target (ys, against dense's) over their
     whole-run rate (xs, against the default's): the rate on a log axis padded by the
-    factor x_pad, ticks named "0.8x", the issue's box shaded (label TARGET_BOX), the
+    factor x_pad, ticks named "0.8x", the targets' box shaded (label TARGET_BOX), the
     axes named. Returns (fig, ax); the caller adds the points."""
     fig, ax = plt.subplots(figsize=size)
     lo_x, hi_x = min(xs + [0.8]) / x_pad, max(xs + [1.0]) * x_pad
@@ -65,8 +65,8 @@ def save_with_legend_below(plt, fig, handles, bottom, path):
 
 
 def plot_tradeoff(model, st):
-    """docs/img/early_lag_tradeoff_<model>.png: steps to the target against the
-    whole-run rate, one point per run, the issue's box shaded."""
+    """img/early_lag_tradeoff_<model>.png: steps to the target against the
+    whole-run rate, one point per run, the targets' box shaded."""
     plt = pyplot()
     if plt is None:
         return

@@ -5,7 +5,7 @@ experiments/exchange-bytes/data/*.json (`adacomp bench exchange-bytes --json`).
 For each file: bytes received per learner per step against P for the
 all-gather, the reduce-scatter, auto and the float32 and binary16 rings;
 the crossover P (the first P at which the reduce-scatter receives less than
-the all-gather); and the issue's two checks: auto receives no more than the
+the all-gather); and two checks: auto receives no more than the
 smaller of the two exchanges at every P, and at the largest P auto receives
 at most half of what the float32 ring does.
 
@@ -99,7 +99,7 @@ def report(sets):
             f"P: {'met' if auto_ok else 'missed'}; at P = {last['learners']} "
             f"{ratio:.2f}x the float32 ring "
             f"({'met' if ratio <= 0.5 else 'missed'}, target at most 0.5x).")
-    lines += ["## Against the targets of the issue", ""] + verdicts + [""]
+    lines += ["## Against the targets", ""] + verdicts + [""]
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
     print("wrote", DOC)

@@ -127,7 +127,7 @@ def main():
                 f"most {worst16:.2f}x ({'never slower' if worst16 <= 1.0 else 'slower at some P'}).")
     lines += ["## In short", ""] + verdicts + [
         "",
-        "The issue's target, auto never slower than the fastest dense ring for any P up "
+        "The target, auto never slower than the fastest dense ring for any P up "
         "to 1024 at 1 Gbit/s for a 25M-parameter model, is read off the first line: "
         "with float32 sums (the all-gather's bits) and with float16 sums (the averaged "
         "slices rounded; experiments/scaling/report.md measures what that costs in accuracy).",

@@ -204,7 +204,7 @@ def make_full_configs(cifar_dir):
     # settings come from the residue diagnostics (experiments/accuracy/notes/diagnosis.md).
     for model, opt, tag, extra in REMEDIES:
         add("remedies", model, "adacomp", opt, 1, extra=extra, tag=tag)
-    # The early lag's ramp (issue 26; the remedy tagged _ramp128) at seeds 2
+    # The early lag's ramp (the remedy tagged _ramp128) at seeds 2
     # and 3 too, beside the main table's runs at those seeds: its end gap
     # against the seed spread (experiments/early-lag/grid.md reads them).
     for seed in FULL_SEEDS[1:]:

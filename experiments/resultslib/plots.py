@@ -1,4 +1,4 @@
-"""The plots of experiments/accuracy/report.md: docs/img/full_*.png from the full-scale and
+"""The plots of experiments/accuracy/report.md: experiments/accuracy/img/full_*.png from the full-scale and
 DDP runs (matplotlib through util.pyplot(); none without it)."""
 
 import os
@@ -60,7 +60,7 @@ def not_run_yet(ax):
 
 
 def save(plt, fig, name):
-    """Writes docs/img/NAME, closes the figure and returns the path."""
+    """Writes experiments/accuracy/img/NAME, closes the figure and returns the path."""
     path = os.path.join(IMG_DIR, name)
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -68,7 +68,7 @@ def save(plt, fig, name):
 
 
 def plots(configs):
-    """Writes docs/img/full_*.png; returns the files written."""
+    """Writes experiments/accuracy/img/full_*.png; returns the files written."""
     plt = pyplot()
     if plt is None:
         return []
@@ -275,7 +275,7 @@ def ddp_plot(plt):
 
 def save_epoch_bytes_figure(plt, fig, axes, bytes_label, title, name):
     """Labels a pair of test-accuracy panels (against epoch, against bytes on a
-    log axis), writes docs/img/NAME and returns its path."""
+    log axis), writes experiments/accuracy/img/NAME and returns its path."""
     axes[0].set_xlabel("epoch")
     axes[1].set_xlabel(bytes_label)
     axes[1].set_xscale("log")

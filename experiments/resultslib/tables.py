@@ -237,7 +237,7 @@ def longer_table(runs):
       "clipping where set; *codec options*: what the AdaComp run sets beyond the "
       "paper's default). *rate vs default*: its e2e "
       "rate as a share of the default codec's at the same cell and seed (the cell's own "
-      "schedule, default lr); the issue asks for at least half. *end target*: within 0.3 points "
+      "schedule, default lr); the target is at least half. *end target*: within 0.3 points "
       "(0.02 nats/char).")
     w("")
     w("| model | opt | epochs (lr x0.1 at) | lr (AdaComp / dense) | codec options | dense | "

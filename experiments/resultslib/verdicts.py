@@ -8,7 +8,7 @@ import statistics
 from .fmt import fmt_gap, fmt_tol
 from .runs import LAYER_TYPES, epoch_metric, final_metric, is_lstm
 
-# Issue 13's targets: at the end, AdaComp within 0.3 points of dense (or the
+# The targets: at the end, AdaComp within 0.3 points of dense (or the
 # seed spread if larger); char-lstm within 0.02 nats per character.
 ACC_TOLERANCE = 0.003
 LOSS_TOLERANCE = 0.02

@@ -12,7 +12,7 @@ squares with non-negative coefficients), over the same step-time runs
 (experiments/scaling/data/steps/*.json, from experiments/scaling/scaling.py). Two scores per
 run at P = 8:
   exchange  the predicted exchange time (the step less compute and coding)
-            against the measured one; the issue's target: within 30 %;
+            against the measured one; target: within 30 %;
   step      the measured compute and coding plus the predicted exchange,
             against the measured step; target: within 20 %.
 Compute and coding are taken as measured: on this machine the P hosts share
@@ -88,7 +88,7 @@ def auto_section(p16, name):
             "medians of steps 6-25). 16 ranks share this machine's 2 cores, so compute per step (0.05-0.06 s "
             "here) and its run-to-run noise are far above what 16 real hosts would "
             "show; a step's median moves by 10-20 % between reruns of the same "
-            "setting. The issue's target: auto within 5 % of the faster exchange."]
+            "setting. The target: auto within 5 % of the faster exchange."]
     return out
 
 
@@ -154,7 +154,7 @@ def rounds_section(runs, first):
             "(medians of the steps after the first 5), in an order that turns from round to "
             "round; in parentheses each round's median, in round order. The medians over "
             "rounds are compared, because one run's median moves by 10-20 % between reruns "
-            "of the same setting here (16 ranks on 2 cores). The issue's target: auto within "
+            "of the same setting here (16 ranks on 2 cores). The target: auto within "
             "5 % of the faster exchange."]
     return out, verdicts
 
@@ -200,7 +200,7 @@ def main():
         f"P <= {FIT_MAX_P} only (every model, codec and link), then scored on "
         f"the {len(rows)} runs with P = {TEST_P} it never saw. *step*: the "
         "measured compute and coding plus the predicted exchange, against "
-        "the measured step (the issue's target: within 20 %); *exchange*: "
+        "the measured step (target: within 20 %); *exchange*: "
         "the predicted exchange time (step less compute and coding) against "
         "the measured one (target: within 30 %). Compute and coding are taken "
         "as measured (the hosts share two cores here, so they grow with P as "

@@ -100,7 +100,7 @@ MODELS = ["mnist-cnn", "fc-dnn", "cifar-cnn", "char-lstm"]
 SCHEDULE_RUNS = [("100mbit", "adacomp"), ("100mbit", "fp16"), ("1gbit", "adacomp"),
                  ("1gbit", "fp16"), ("100mbit", "adacomp-ramp"), ("1gbit", "adacomp-ramp"),
                  ("1gbit", "dense")]
-# ... and on the fast links, where compute decides (mnist-cnn only: the target
+# ... and on the fast links, where compute decides (mnist-cnn only: the target
 # there is at most 1.05x the fastest ring's time).
 SCHEDULE_FAST_RUNS = [(link, codec) for link in ("10gbit", "unshaped")
                       for codec in ("adacomp", "dense", "fp16")]

@@ -34,7 +34,7 @@ RINGS = ("dense", "fp16")
 LINKS = (("100mbit", "100 Mbit/s"), ("1gbit", "1 Gbit/s"), ("10gbit", "10 Gbit/s"),
          ("unshaped", "unshaped links"))
 TOLERANCE = 0.003
-# The issue's targets: at least 3x sooner than the fastest ring at 100 Mbit/s, no
+# The targets: at least 3x sooner than the fastest ring at 100 Mbit/s, no
 # later at 1 Gbit/s, at most 1.05x later at 10 Gbit/s and unshaped (ratio = ring's
 # time / AdaComp's time).
 NEEDED = {"100mbit": 3.0, "1gbit": 1.0, "10gbit": 1 / 1.05, "unshaped": 1 / 1.05}
@@ -203,7 +203,7 @@ def main():
         "100 Mbit/s: there its step on 8 hosts is 1.4-1.5x the fp16 ring's "
         "(experiments/scaling/report.md), so the fp16 ring is the fastest ring there.",
         "",
-        "The issue asks AdaComp to reach each target at least 3x sooner than the fastest "
+        "AdaComp should reach each target at least 3x sooner than the fastest "
         "ring at 100 Mbit/s, no later at 1 Gbit/s, and at most 1.05x later at 10 Gbit/s "
         "and unshaped. One seed per run: where a target "
         "lies on a flat stretch of a curve, an evaluation's noise (about +-0.4 points on "
