@@ -2,7 +2,7 @@
 # A cluster of P hosts on one machine: network namespaces joined by a bridge
 # through veth pairs, every host's link rate-limited with tc tbf in both
 # directions, optional random loss with nftables; runs mpirun (one rank per
-# host, TCP only) or one command per host across it. docs/cluster.md.
+# host, TCP only) or one command per host across it. docs/distributed.md.
 #
 # Usage: scripts/cluster.sh [--name N] COMMAND ...
 #   up P [--rate R] [--loss PCT]   create hosts N0..N(P-1) and the bridge N-br

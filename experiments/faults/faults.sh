@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Network faults on the namespace cluster (scripts/cluster.sh; issue 15,
-# docs/reliability.md): the same `adacomp train` under mpirun across P hosts,
+# Network faults on the namespace cluster (scripts/cluster.sh;
+# docs/distributed.md): the same `adacomp train` under mpirun across P hosts,
 # once on clean links and once with each fault, comparing the weights digest
 # and the wall time.
 #

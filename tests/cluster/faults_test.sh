@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network faults on a 2-host namespace cluster (issue 15; docs/reliability.md):
+# Network faults on a 2-host namespace cluster (docs/distributed.md):
 #   - 5% of the packets every host receives dropped (nftables), 20 steps of
 #     `adacomp train` under mpirun;
 #   - host 1's link down for 3 s during a 60-step run, then up again;
