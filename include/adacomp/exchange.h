@@ -1,49 +1,23 @@
-// adacomp/exchange.h: one training step's gradient exchange, the layer
-// between the trainer and the Communicator (docs/algorithm.md section 3).
+// adacomp/exchange.h: one training step's gradient exchange between the
+// learners of a group, the layer between a trainer and the Communicator.
 //
-// A GradientExchange belongs to ONE learner and owns that learner's
-// compressors (one per tensor, with their residues). Step() runs on every
-// learner of the communicator's group with the same tensors, in the same
-// order:
-//   agree       AllGatherV of {first non-finite tensor or -1, a side value}:
-//               if any learner's gradient has a NaN or Inf the step is
-//               skipped everywhere before any residue or output changes;
-//   compress    one frame per tensor, concatenated into this learner's
-//               message;
-//   communicate AllGatherV of the messages;
-//   decompress  DecodeAverageMessages: every frame of every message
-//               validated, then the average over the learners per tensor.
-// With ExchangeKind::kReduceScatter the last two are instead: every frame
-// cut at P slice boundaries, slice r's pieces sent to learner r
-// (AllToAllV), averaged there, and the averaged slices all-gathered as
-// sparse float32 or dense frames (src/exchange/slice_exchange.h): what a
-// learner receives stops growing with P while the sum stays sparse. The
-// averaged bits are the same as the all-gather's. With ExchangeKind::kAuto
-// each tensor goes by the one of the two that the previous step's figures
-// say receives fewer bytes (the first step: the all-gather); the
-// reduce-scatter's slices are written only after the all-gather's part
-// decoded, so a failure still leaves `averaged` untouched.
-// When every tensor's codec is dense the last three are one ring
-// all-reduce (Communicator::AllReduceSum) of the float32 gradients, divided
-// by the group size (the same bits as averaging dense frames). When every
-// tensor is dense with values fp16 it is AllReduceSumHalf of the gradients
-// divided by the group size first (as PyTorch's fp16 hook does): binary16 on
-// the wire, half the bytes. Dense fp16 beside any other tensor setting is
-// refused (dense frames carry float32). Every learner computes the same
-// averaged bytes, so replicas that apply them stay bit-identical.
-//
-// No framework types: gradients and the output are float spans, so the
-// LibTorch trainer, tests and other hosts share this code.
+// A GradientExchange belongs to ONE learner: it owns that learner's
+// compressors (one per tensor, with their residues) and borrows its
+// Communicator, which must outlive it. Step() runs on every learner of the
+// group with the same tensors in the same order: the learners agree that
+// every gradient is finite, compress, exchange the frames and return the
+// same average on every learner (src/exchange/exchange.cc tells how).
+// Gradients and the output are float spans: no framework types.
 // Thread safety: one object is used by its learner's thread only; the
 // learners of a group run Step() concurrently, each on its own object.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -53,8 +27,7 @@
 
 namespace adacomp {
 namespace exchange_internal {
-class SliceExchange;
-class ExchangeChooser;
+struct Access;  // the library's own tests and test hooks (src/exchange)
 }  // namespace exchange_internal
 
 // One tensor the exchange carries. Its tensor id on the wire is its index.
@@ -139,6 +112,10 @@ struct ExchangeResult {
 class GradientExchange {
  public:
   ~GradientExchange();
+  // Neither copied nor moved: Create hands it out behind a unique_ptr.
+  GradientExchange(const GradientExchange&) = delete;
+  GradientExchange& operator=(const GradientExchange&) = delete;
+
   // An exchange for this learner (comm's rank) over `tensors`. Fails on a
   // codec config that Compressor::Create refuses.
   static Result<std::unique_ptr<GradientExchange>> Create(Communicator& comm,
@@ -156,62 +133,28 @@ class GradientExchange {
               std::span<float> averaged, ExchangeResult* result,
               ExchangeThrottle* throttle = nullptr);
 
-  size_t tensors() const { return tensors_.size(); }
-  const ExchangeTensor& tensor(size_t k) const { return tensors_[k]; }
-  size_t offset(size_t k) const { return offsets_[k]; }
-  size_t total_elements() const { return total_elements_; }
+  size_t tensors() const;
+  const ExchangeTensor& tensor(size_t k) const;
+  size_t offset(size_t k) const;
+  size_t total_elements() const;
   // True when every tensor is dense: the exchange is an all-reduce and
   // there are no compressors.
-  bool all_reduce() const { return all_reduce_; }
+  bool all_reduce() const;
   // True when the all-reduce carries binary16 values (dense, values fp16).
-  bool all_reduce_half() const { return half_; }
-  ExchangeKind kind() const { return options_.kind; }
+  bool all_reduce_half() const;
+  ExchangeKind kind() const;
   // The compressors (one per tensor; none on the all-reduce path), for
   // saving and restoring their state.
-  size_t compressors() const { return compressors_.size(); }
-  Compressor& compressor(size_t k) { return *compressors_[k]; }
-  const Compressor& compressor(size_t k) const { return *compressors_[k]; }
-
-  // For failure tests: called with this learner's message just before it is
-  // sent, so a test can damage it in transit.
-  void SetSendHook(std::function<void(std::vector<uint8_t>&)> hook) {
-    send_hook_ = std::move(hook);
-  }
+  size_t compressors() const;
+  Compressor& compressor(size_t k);
+  const Compressor& compressor(size_t k) const;
 
  private:
-  GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,
-                   ExchangeOptions options);
-  Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
-               ExchangeThrottle* throttle);
-  // The all-gather of `message` (this learner's frames of the tensors
-  // `which`) and the average of those tensors into `averaged`. `hook`:
-  // whether the send hook sees this message.
-  Status GatherAverage(std::span<const size_t> which, std::vector<uint8_t>& message,
-                       std::span<float> averaged, ExchangeResult* result,
-                       ExchangeThrottle* throttle, bool hook = true);
-  void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
+  struct Impl;  // the settings, compressors and per-step buffers (exchange.cc)
+  friend struct exchange_internal::Access;
+  explicit GradientExchange(std::unique_ptr<Impl> impl);
 
-  Communicator& comm_;
-  std::vector<ExchangeTensor> tensors_;
-  ExchangeOptions options_;
-  std::vector<size_t> offsets_;
-  size_t total_elements_ = 0;
-  bool all_reduce_ = false;
-  bool half_ = false;
-  std::vector<std::unique_ptr<Compressor>> compressors_;
-  std::vector<uint8_t> message_;
-  GatheredBuffers gathered_;
-  std::vector<std::span<const uint8_t>> message_spans_;
-  std::vector<MessageTensor> message_tensors_;
-  std::vector<FrameInfo> infos_;
-  std::vector<size_t> frame_ends_;
-  std::vector<size_t> all_;                            // the tensors by the all-gather this step
-  std::vector<size_t> by_slices_;                      // ... by the reduce-scatter
-  std::vector<std::span<const uint8_t>> frame_spans_;  // reduce-scatter, auto
-  std::vector<uint8_t> gather_message_;                // auto
-  std::unique_ptr<exchange_internal::SliceExchange> slices_;     // reduce-scatter, auto
-  std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
-  std::function<void(std::vector<uint8_t>&)> send_hook_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace adacomp

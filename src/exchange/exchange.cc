@@ -1,14 +1,49 @@
-// The gradient exchange of one step (see include/adacomp/exchange.h).
+// The gradient exchange of one step (include/adacomp/exchange.h;
+// docs/algorithm.md section 3). Step() runs on every learner of the
+// communicator's group with the same tensors, in the same order:
+//   agree       AllGatherV of {first non-finite tensor or -1, a side value}:
+//               if any learner's gradient has a NaN or Inf the step is
+//               skipped everywhere before any residue or output changes;
+//   compress    one frame per tensor, concatenated into this learner's
+//               message;
+//   communicate AllGatherV of the messages;
+//   decompress  DecodeAverageMessages: every frame of every message
+//               validated, then the average over the learners per tensor.
+// With ExchangeKind::kReduceScatter the last two are instead: every frame
+// cut at P slice boundaries, slice r's pieces sent to learner r
+// (AllToAllV), averaged there, and the averaged slices all-gathered as
+// sparse float32 or dense frames (src/exchange/slice_exchange.h): what a
+// learner receives stops growing with P while the sum stays sparse. The
+// averaged bits are the same as the all-gather's. With ExchangeKind::kAuto
+// each tensor goes by the one of the two that the previous step's figures
+// say receives fewer bytes (the first step: the all-gather); the
+// reduce-scatter's slices are written only after the all-gather's part
+// decoded, so a failure still leaves `averaged` untouched.
+// When every tensor's codec is dense the last three are one ring
+// all-reduce (Communicator::AllReduceSum) of the float32 gradients, divided
+// by the group size (the same bits as averaging dense frames). When every
+// tensor is dense with values fp16 it is AllReduceSumHalf of the gradients
+// divided by the group size first (as PyTorch's fp16 hook does): binary16 on
+// the wire, half the bytes. Dense fp16 beside any other tensor setting is
+// refused (dense frames carry float32). Every learner computes the same
+// averaged bytes, so replicas that apply them stay bit-identical.
+//
+// The public class holds only a pointer to its Impl below: the settings,
+// the compressors and the buffers reused from step to step. Tests and the
+// trainer's test hooks reach the send hook through exchange_hooks.h.
 #include "adacomp/exchange.h"
 
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "core/names.h"
 #include "core/simd.h"
 #include "exchange/exchange_choice.h"
+#include "exchange/exchange_hooks.h"
 #include "exchange/slice_exchange.h"
 
 namespace adacomp {
@@ -31,6 +66,59 @@ constexpr std::array<std::string_view, 3> kExchangeKindNames = {"allgather", "re
 
 }  // namespace
 
+struct GradientExchange::Impl {
+  Impl(Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options)
+      : comm_(comm), tensors_(std::move(tensors)), options_(options) {}
+
+  Status Step(std::span<const std::span<const float>> grads, double value,
+              std::span<float> averaged, ExchangeResult* result, ExchangeThrottle* throttle);
+  Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
+               ExchangeThrottle* throttle);
+  // The all-gather of `message` (this learner's frames of the tensors
+  // `which`) and the average of those tensors into `averaged`. `hook`:
+  // whether the send hook sees this message.
+  Status GatherAverage(std::span<const size_t> which, std::vector<uint8_t>& message,
+                       std::span<float> averaged, ExchangeResult* result,
+                       ExchangeThrottle* throttle, bool hook = true);
+  void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
+
+  Communicator& comm_;
+  std::vector<ExchangeTensor> tensors_;
+  ExchangeOptions options_;
+  std::vector<size_t> offsets_;
+  size_t total_elements_ = 0;
+  bool all_reduce_ = false;
+  bool half_ = false;
+  std::vector<std::unique_ptr<Compressor>> compressors_;
+  std::vector<uint8_t> message_;
+  GatheredBuffers gathered_;
+  std::vector<std::span<const uint8_t>> message_spans_;
+  std::vector<MessageTensor> message_tensors_;
+  std::vector<FrameInfo> infos_;
+  std::vector<size_t> frame_ends_;
+  std::vector<size_t> all_;                            // the tensors by the all-gather this step
+  std::vector<size_t> by_slices_;                      // ... by the reduce-scatter
+  std::vector<std::span<const uint8_t>> frame_spans_;  // reduce-scatter, auto
+  std::vector<uint8_t> gather_message_;                // auto
+  std::unique_ptr<exchange_internal::SliceExchange> slices_;     // reduce-scatter, auto
+  std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
+  // For failure tests (exchange_hooks.h): sees this learner's message
+  // just before it is sent.
+  std::function<void(std::vector<uint8_t>&)> send_hook_;
+};
+
+namespace exchange_internal {
+
+struct Access {
+  static GradientExchange::Impl& Of(GradientExchange& x) { return *x.impl_; }
+};
+
+void SetSendHook(GradientExchange& exchange, std::function<void(std::vector<uint8_t>&)> hook) {
+  Access::Of(exchange).send_hook_ = std::move(hook);
+}
+
+}  // namespace exchange_internal
+
 std::string_view ExchangeKindName(ExchangeKind kind) {
   return names::Of(kind, kExchangeKindNames, "allgather");
 }
@@ -40,15 +128,24 @@ Result<ExchangeKind> ParseExchangeKind(std::string_view name) {
                                     " (allgather, reduce-scatter, auto)");
 }
 
-GradientExchange::GradientExchange(Communicator& comm, std::vector<ExchangeTensor> tensors,
-                                   ExchangeOptions options)
-    : comm_(comm), tensors_(std::move(tensors)), options_(options) {}
+GradientExchange::GradientExchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 GradientExchange::~GradientExchange() = default;
 
+size_t GradientExchange::tensors() const { return impl_->tensors_.size(); }
+const ExchangeTensor& GradientExchange::tensor(size_t k) const { return impl_->tensors_[k]; }
+size_t GradientExchange::offset(size_t k) const { return impl_->offsets_[k]; }
+size_t GradientExchange::total_elements() const { return impl_->total_elements_; }
+bool GradientExchange::all_reduce() const { return impl_->all_reduce_; }
+bool GradientExchange::all_reduce_half() const { return impl_->half_; }
+ExchangeKind GradientExchange::kind() const { return impl_->options_.kind; }
+size_t GradientExchange::compressors() const { return impl_->compressors_.size(); }
+Compressor& GradientExchange::compressor(size_t k) { return *impl_->compressors_[k]; }
+const Compressor& GradientExchange::compressor(size_t k) const { return *impl_->compressors_[k]; }
+
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options) {
-  std::unique_ptr<GradientExchange> x(new GradientExchange(comm, std::move(tensors), options));
+  auto x = std::make_unique<Impl>(comm, std::move(tensors), options);
   if (options.summed_values != ValueMode::kFp32 && options.summed_values != ValueMode::kFp16) {
     return Status::InvalidArgument("the averaged slices' values are fp32 or fp16, not " +
                                    std::string(ValueModeName(options.summed_values)));
@@ -91,11 +188,11 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
       x->compressors_.push_back(std::move(*c));
     }
   }
-  return x;
+  return std::unique_ptr<GradientExchange>(new GradientExchange(std::move(x)));
 }
 
-Status GradientExchange::Agree(std::span<const std::span<const float>> grads, double value,
-                               ExchangeResult* result, ExchangeThrottle* throttle) {
+Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> grads, double value,
+                                     ExchangeResult* result, ExchangeThrottle* throttle) {
   int32_t bad_tensor = -1;
   {
     Hold hold(throttle);
@@ -136,6 +233,12 @@ Status GradientExchange::Agree(std::span<const std::span<const float>> grads, do
 Status GradientExchange::Step(std::span<const std::span<const float>> grads, double value,
                               std::span<float> averaged, ExchangeResult* result,
                               ExchangeThrottle* throttle) {
+  return impl_->Step(grads, value, averaged, result, throttle);
+}
+
+Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grads, double value,
+                                    std::span<float> averaged, ExchangeResult* result,
+                                    ExchangeThrottle* throttle) {
   *result = ExchangeResult();
   const size_t n_tensors = tensors_.size();
   if (grads.size() != n_tensors || averaged.size() != total_elements_) {
@@ -254,9 +357,10 @@ Status GradientExchange::Step(std::span<const std::span<const float>> grads, dou
   return Status::OK();
 }
 
-Status GradientExchange::GatherAverage(std::span<const size_t> which, std::vector<uint8_t>& message,
-                                       std::span<float> averaged, ExchangeResult* result,
-                                       ExchangeThrottle* throttle, bool hook) {
+Status GradientExchange::Impl::GatherAverage(std::span<const size_t> which,
+                                             std::vector<uint8_t>& message,
+                                             std::span<float> averaged, ExchangeResult* result,
+                                             ExchangeThrottle* throttle, bool hook) {
   const int p = comm_.size();
   if (hook && send_hook_) send_hook_(message);
   const auto t1 = Clock::now();
@@ -299,7 +403,7 @@ Status GradientExchange::GatherAverage(std::span<const size_t> which, std::vecto
   return Status::OK();
 }
 
-void GradientExchange::CountTraffic(const CommTraffic& before, ExchangeResult* result) const {
+void GradientExchange::Impl::CountTraffic(const CommTraffic& before, ExchangeResult* result) const {
   const CommTraffic after = comm_.traffic();
   result->transport_sent_bytes = after.sent_bytes - before.sent_bytes;
   result->transport_received_bytes = after.received_bytes - before.received_bytes;

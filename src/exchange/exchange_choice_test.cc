@@ -12,6 +12,7 @@
 
 #include "adacomp/exchange.h"
 #include "core/test_util.h"
+#include "exchange/exchange_hooks.h"
 #include "exchange/slice_exchange.h"
 #include "exchange/test_group.h"
 
@@ -193,7 +194,7 @@ TEST(AutoExchange, ADamagedPieceInAMixedStepWritesNoOutputAnywhere) {
       // Step 1 mixes the two (the dense tensor by slices): damage the first
       // piece learner 3 sends.
       if (step == 1 && rank == 3) {
-        (*x)->SetSendHook([](std::vector<uint8_t>& m) { m[4] ^= 0x20; });
+        exchange_internal::SetSendHook(**x, [](std::vector<uint8_t>& m) { m[4] ^= 0x20; });
       }
       const Status st = (*x)->Step(spans, 0.0, out, &result);
       if (step == 0) {

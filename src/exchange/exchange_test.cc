@@ -21,6 +21,7 @@
 
 #include "core/half.h"
 #include "core/test_util.h"
+#include "exchange/exchange_hooks.h"
 #include "exchange/test_group.h"
 
 namespace adacomp {
@@ -337,7 +338,7 @@ TEST(ExchangeTest, DamagedMessagesFailOnEveryLearner) {
     std::vector<bool> untouched(p, false);
     OnEveryRank(comms, [&](int rank, Communicator& comm) {
       auto x = std::move(GradientExchange::Create(comm, Tensors(Codec::kAdaComp, rank)).value());
-      if (rank == 2) x->SetSendHook(c.damage);
+      if (rank == 2) exchange_internal::SetSendHook(*x, c.damage);
       std::vector<std::vector<float>> grads;
       for (size_t k = 0; k < kSizes.size(); ++k) grads.push_back(Grad(rank, k, 1));
       std::vector<std::span<const float>> spans(grads.begin(), grads.end());

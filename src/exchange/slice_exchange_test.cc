@@ -23,6 +23,7 @@
 #include "adacomp/exchange.h"
 #include "core/half.h"
 #include "core/test_util.h"
+#include "exchange/exchange_hooks.h"
 #include "exchange/test_group.h"
 #include "wire/frame.h"
 
@@ -361,7 +362,7 @@ void ExpectDamageFailsEverywhere(int p, int victim,
     auto x = GradientExchange::Create(comm, Tensors(Codec::kAdaComp, ValueMode::kTernary, rank),
                                       {ExchangeKind::kReduceScatter});
     ASSERT_TRUE(x.ok());
-    if (rank == victim) (*x)->SetSendHook(damage);
+    if (rank == victim) exchange_internal::SetSendHook(**x, damage);
     std::vector<std::vector<float>> g;
     for (size_t k = 0; k < kSizes.size(); ++k) g.push_back(Grad(rank, p, k, 0, 0));
     std::vector<std::span<const float>> spans(g.begin(), g.end());

@@ -12,6 +12,7 @@
 // how many learners compute at once.
 #include "learner.h"
 
+#include "exchange/exchange_hooks.h"
 #include "learner_impl.h"
 
 namespace adacomp::train {
@@ -191,7 +192,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (probe) log_.BeforeExchange(exchange);
   ExchangeResult xr;
   const Status exchanged = exchange.Step(grad_spans_, loss_value, agg_, &xr, gate_);
-  exchange.SetSendHook(nullptr);
+  exchange_internal::SetSendHook(exchange, nullptr);
   ADACOMP_RETURN_IF_ERROR(exchanged);
   transport_sent_ += xr.transport_sent_bytes;
   transport_received_ += xr.transport_received_bytes;

@@ -7,6 +7,8 @@
 #include <limits>
 #include <thread>
 
+#include "exchange/exchange_hooks.h"
+
 namespace adacomp::train {
 
 void StepHooks::Note(const char* what, int64_t step) const {
@@ -46,7 +48,7 @@ void StepHooks::Poison(int64_t step, size_t tensor, std::span<float> grad) const
 
 void StepHooks::ArmCorruption(int64_t step, GradientExchange& exchange) const {
   if (rank_ != hooks_.corrupt_rank || step != hooks_.corrupt_at_step) return;
-  exchange.SetSendHook([this, step](std::vector<uint8_t>& message) {
+  exchange_internal::SetSendHook(exchange, [this, step](std::vector<uint8_t>& message) {
     if (message.empty()) return;
     Note("flips one byte of its message", step);
     message[message.size() / 2] ^= 0x10;  // a frame damaged in transit
