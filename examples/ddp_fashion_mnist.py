@@ -380,6 +380,8 @@ def worker(rank, args):
                 out["link_rx_per_host_step"] = link_total[1].item() / link_total[2].item()
             with open(args.summary_json, "w") as f:
                 json.dump(out, f, indent=1)
+        if args.save_model:
+            torch.save(model.state_dict(), args.save_model)
     # Both ranks reach here before either tears its group down (python/README.md).
     dist.barrier()
     dist.destroy_process_group()
@@ -440,6 +442,8 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=5,
                     help="steps left out of the time per step (PowerSGD: after start_powerSGD_iter)")
     ap.add_argument("--summary-json", default="", help="rank 0 writes the run's figures here")
+    ap.add_argument("--save-model", default="", help="rank 0 writes the final weights here "
+                    "(the model's state_dict, torch.save)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nan-at", type=int, default=-1,
                     help="put a NaN in the last rank's batch at this step (shows the skip)")

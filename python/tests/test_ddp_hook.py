@@ -333,7 +333,8 @@ def atomic_run(rank, x, y, fail):
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.02)
     state = adt.register(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    out = {"errors": {}, "buckets_before_failure": {}, "step_errors": {}}
+    out = {"errors": {}, "buckets_before_failure": {}, "step_errors": {},
+           "initial_digest": digest(model, opt, state)}
     hook_calls = []
 
     def nan_in_conv_grad(g):  # conv.weight's gradient is the last one backward computes
@@ -449,7 +450,8 @@ class AtomicStepTest(unittest.TestCase):
             self.assertEqual(a["last_stats"], b["last_stats"])
             self.assertEqual(a["digest"], b["digest"], f"rank {rank}")
         # Training did move on after the failures, and the replicas agree.
-        self.assertNotEqual(self.results[0]["failing"]["digest"], "")
+        failing = self.results[0]["failing"]
+        self.assertNotEqual(failing["digest"], failing["initial_digest"])
         for k, v in self.results[0]["failing"]["params"].items():
             self.assertTrue(torch.equal(v, self.results[1]["failing"]["params"][k]), k)
 

@@ -66,21 +66,22 @@ gradients and goes on, as if that batch had never been drawn
 
 from .. import _adacomp  # noqa: F401 - adacomp.torch._adacomp, as before the split
 from .ddp_hook import hook, register
-from .errors import StepAborted, _Failed  # noqa: F401 - _Failed: the tests read it
+from .errors import StepAborted, StepsKeepFailing, _Failed  # noqa: F401 - _Failed: tests
 from .liveness import Heartbeat
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, layer_types_of
 from .local_optimizer import split_optimizer
 from .state import AdaCompState
 
 # The public names keep the module they had (reprs, pickles: adacomp.torch.StepAborted).
-for _obj in (AdaCompState, StepAborted, Heartbeat, hook, register, layer_types_of,
-             split_optimizer):
+for _obj in (AdaCompState, StepAborted, StepsKeepFailing, Heartbeat, hook, register,
+             layer_types_of, split_optimizer):
     _obj.__module__ = __name__
 del _obj
 
 __all__ = [
     "AdaCompState",
     "StepAborted",
+    "StepsKeepFailing",
     "Heartbeat",
     "hook",
     "register",

@@ -54,19 +54,15 @@ def _layout(bucket, buf, entry):
     return [x for x in layout if x[2] > 0]
 
 
-def _non_finite(arr, layout):
-    """The error for the first non-finite element of ``arr`` (a bucket, or one
-    parameter's slice with its own layout), or None if all are finite. Used on the
-    failure path only: the compressors check their own slices."""
-    bad = _adacomp.find_non_finite(arr)
+def _non_finite(g, e):
+    """The error for the first non-finite element of ``g`` (parameter entry e's slice
+    of the bucket), or None if all are finite. Used on the failure path only: the
+    compressors check their own slices."""
+    bad = _adacomp.find_non_finite(g)
     if bad is None:
         return None
-    where = next(((e, bad - off) for e, off, n in layout if off <= bad < off + n),
-                 (None, bad))
-    what = (f"parameter {where[0].name!r}, element {where[1]}"
-            if where[0] is not None else f"bucket element {bad}")
-    return ValueError(f"adacomp hook: non-finite gradient ({float(arr[bad])}) "
-                      f"in {what}")
+    return ValueError(f"adacomp hook: non-finite gradient ({float(g[bad])}) in parameter "
+                      f"{e.name!r}, element {bad}")
 
 
 def _zero_gaps(arr, layout):
@@ -120,7 +116,7 @@ def _average(ex, received, counters):
             if len(v):
                 raise FrameError(f"rank {r}, bucket {ex.index}: {len(v)} bytes for a "
                                  f"bucket without parameters")
-    if ex.work is not ex.buf:
+    if ex.work.data_ptr() != ex.buf.data_ptr():  # a float16 / bfloat16 bucket's copy
         ex.buf.copy_(ex.work)
 
 
@@ -143,9 +139,15 @@ def _compress(st, ex, arr):
         local.clip(arr, ex.layout, ex.index)  # (an average_step clips the average instead)
     if not dense:
         st._snapshot(ex.layout)
+    used = None if st._usage is None else st._usage.take(ex.layout)
     for e, off, n in ex.layout:
         g = arr[off:off + n]
         comp = st._schedule.dense_compressor(e) if dense else e.compressor
+        if used is not None and id(e.param) not in used:  # unused here: send nothing of it
+            frame, stats = st._usage.empty_frame(e, comp)
+            frames.append(frame)
+            ex.stats.append(stats)
+            continue
         try:
             if not dense:
                 st._schedule.apply(e, st.steps, st.bin_sizes[e.layer_type])
@@ -155,7 +157,7 @@ def _compress(st, ex, arr):
                 frames.append(local.compress(e, g, comp if dense else None))
         except Exception as exc:
             # A non-finite element in this parameter's slice: the message names it.
-            return frames, (_non_finite(g, [(e, 0, n)]) or type(exc)(
+            return frames, (_non_finite(g, e) or type(exc)(
                 f"adacomp hook: parameter {e.name!r}: {exc}"))
         ex.stats.append(comp.last_stats)
     return frames, None

@@ -29,5 +29,6 @@ def register(ddp_model, **kwargs):
     registers the hook on it and returns the state."""
     kwargs.setdefault("process_group", ddp_model.process_group)
     state = AdaCompState(model=ddp_model.module, **kwargs)
+    state.track_usage(ddp_model)
     ddp_model.register_comm_hook(state, hook)
     return state

@@ -1,4 +1,4 @@
-"""StepAborted, what a bucket's future holds when its step failed (_Failed), and the
+"""StepAborted and StepsKeepFailing, what a bucket's future holds when its step failed (_Failed), and the
 messages of the three ways a bucket fails: skipped, a failed exchange, a frame that
 fails to decode."""
 
@@ -25,6 +25,25 @@ class StepAborted(RuntimeError):
         self.bucket = bucket
         self.step = step
         self.failed_ranks = failed_ranks
+
+
+class StepsKeepFailing(RuntimeError):
+    """Raised instead of a StepAborted when ``max_failed_steps`` steps in a row have
+    failed: the run would otherwise go on skipping every step, never updating the
+    weights. The step was rolled back like the others; ``state.step_error`` is None,
+    so the skip-the-step loop (python/README.md) raises. ``__cause__``: the last
+    step's StepAborted."""
+
+    def __init__(self, message, failed_steps):
+        super().__init__(message)
+        self.failed_steps = failed_steps
+
+
+def _keep_failing(count, last):
+    exc = StepsKeepFailing(f"adacomp hook: {count} steps in a row failed; stopping rather "
+                           f"than training on without updates. The last: {last}", count)
+    exc.__cause__ = last
+    return exc
 
 
 class _Failed:

@@ -184,7 +184,7 @@ class _LocalOptimizer:
             m, v, d = self._adam(e, g, n)
             self._next[e.name] = [m, v, 0]
             g.copy_(d)
-        if ex.work is not ex.buf:
+        if ex.work.data_ptr() != ex.buf.data_ptr():  # a float16 / bfloat16 bucket's copy
             ex.buf.copy_(ex.work)
 
     def _buffer(self, name, k, n):

@@ -123,7 +123,7 @@ def _average_slices(ex, received, counters, fp16):
         c.gathered_elements += n * ex.world
         c.gathered_bytes += pieces.get(id(e), 0)
     ex.wire_bytes = pieces
-    if ex.work is not ex.buf:
+    if ex.work.data_ptr() != ex.buf.data_ptr():  # a float16 / bfloat16 bucket's copy
         ex.buf.copy_(ex.work)
 
 

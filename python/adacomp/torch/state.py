@@ -10,15 +10,18 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import CODECS, Compressor
+from .checkpoint import _gather, _load, _save
 from .bucket import _average, _compress, _layout, _working_copy
-from .errors import _decode_failed, _exchange_failed, _Failed, _skipped
+from .errors import _decode_failed, _exchange_failed, _Failed, _keep_failing, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
 from .local_optimizer import _LocalOptimizer
 from .schedule import _Schedule
-from .stats import _Counters, _per_type, _report
+from .stats import _per_type, _report
 from .slices import _average_slices, _cut, _estimate, _second_phase
 from .step import _Step
+from .refusals import _check_group, _check_parameter
 from .transport import _Exchange
+from .usage import _Usage
 from .worker import _LIVE_STATES, _exchange_thread
 
 EXCHANGES = ("allgather", "reduce-scatter", "auto")
@@ -93,6 +96,16 @@ class AdaCompState:
             With a local optimizer: "sgd" sends its velocities whole (nothing masked);
             "adam" runs on the exact averages, then freezes its second moment
             (1-bit Adam; local_optimizer.py).
+        max_failed_steps: after this many failed steps in a row (each rolled back and
+            raised as a StepAborted), the next failure raises StepsKeepFailing instead,
+            which the skip-the-step loop does not skip: a run whose every step fails
+            stops with the cause instead of training on without updates. 0: never.
+
+    A CUDA, meta-device or float64 parameter, or a process group other than Gloo, is
+    refused here (ValueError), not at the first step. With a DDP model whose
+    find_unused_parameters or static_graph is set (given as model=, or through
+    register()), a parameter this rank left unused in a step sends nothing of its
+    residue (track_usage()).
     """
 
     def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
@@ -102,7 +115,7 @@ class AdaCompState:
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
                  momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
                  local_clip_norm=0.0,
-                 dense_warmup_steps=0):
+                 dense_warmup_steps=0, max_failed_steps=3):
         # The settings.
         if local_optimizer is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
@@ -150,6 +163,7 @@ class AdaCompState:
         self._pending = {}      # name -> compressor state_dict loaded before the entry existed
         self._next_id = 0
         self._model_given = model is not None
+        self._usage = None      # a _Usage when DDP may leave parameters unused (track_usage)
         # The step (see step.py), under self._lock.
         self._lock = threading.Lock()
         self._open = None       # the step in progress (a _Step), None between steps
@@ -158,6 +172,12 @@ class AdaCompState:
         self.steps = 0
         self.buckets = 0
         self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
+        self.failed_in_a_row = 0  # failed steps since the last applied one
+        if isinstance(max_failed_steps, bool) or not isinstance(max_failed_steps, int) or (
+                max_failed_steps < 0):
+            raise ValueError(f"max_failed_steps must be a whole number >= 0, not "
+                             f"{max_failed_steps!r}")
+        self.max_failed_steps = max_failed_steps
         self.transport_bytes = 0
         # CPU seconds of the hook's own work (time.thread_time of the threads that do
         # it): "launch" compress and post on the caller's (autograd) thread, "finish"
@@ -177,9 +197,10 @@ class AdaCompState:
         self._thread = None
         self._closing = False
         _LIVE_STATES.add(self)
+        ddp = None
         if model is not None:
             if isinstance(model, nn.parallel.DistributedDataParallel):
-                model = model.module
+                ddp, model = model, model.module
             types = layer_types_of(model)
             if layer_types:
                 for name, t in layer_types.items():
@@ -190,11 +211,15 @@ class AdaCompState:
                     types[name] = t
             for name, p in model.named_parameters():
                 if p.requires_grad:
+                    _check_parameter(name, p)
                     self._add_entry(p, name, types[name])
+            _check_group(process_group)
         elif layer_types:
             raise ValueError("layer_types needs model=")
         self._schedule.build(sorted(self._by_name.values(), key=lambda e: e.tensor_id),
                              self.bin_sizes)
+        if ddp is not None:
+            self.track_usage(ddp)
 
     # ----- parameters and their compressors -------------------------------------------------
 
@@ -202,6 +227,11 @@ class AdaCompState:
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(self.process_group)
         return 0
+
+    def _world(self):
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(self.process_group)
+        return 1
 
     def _add_entry(self, param, name, layer_type):
         e = _Entry()
@@ -233,6 +263,21 @@ class AdaCompState:
             e = self._add_entry(param, name, _type_by_shape(param))
         return e
 
+    def track_usage(self, ddp_model):
+        """Sends nothing of a parameter's residue in a step this rank did not use it,
+        when ``ddp_model`` (the DDP module the hook serves) may leave parameters unused
+        (find_unused_parameters=True or static_graph=True): DDP does not apply an
+        average to a parameter no rank used, so what was sent of it would be lost
+        (usage.py). register() calls it; needs model=. Returns whether it tracks."""
+        if not (getattr(ddp_model, "find_unused_parameters", False)
+                or getattr(ddp_model, "static_graph", False)):
+            return False
+        if not self._model_given:
+            raise ValueError("tracking unused parameters needs model= (the parameters to watch)")
+        if self._usage is None:
+            self._usage = _Usage(sorted(self._by_name.values(), key=lambda e: e.tensor_id))
+        return True
+
     def parameter_names(self):
         """The residue keys, in tensor-id order."""
         return sorted(self._by_name, key=lambda n: self._by_name[n].tensor_id)
@@ -247,78 +292,30 @@ class AdaCompState:
     # ----- checkpoints -----------------------------------------------------------------------
 
     def state_dict(self):
-        """Residues (and generator states) by parameter name, plus step counters and totals."""
-        with self._lock:
-            params = {}
-            for name, e in self._by_name.items():
-                if e.compressor is None:
-                    continue
-                d = e.compressor.state_dict()
-                d["layer_type"] = e.layer_type
-                params[name] = d
-            params.update({n: s for n, s in self._pending.items() if n not in params})
-            return {
-                "format": "adacomp.torch.AdaCompState/1",
-                "codec": self.codec,
-                "params": params,
-                "steps": self.steps,
-                "buckets": self.buckets,
-                "transport_bytes": self.transport_bytes,
-                "totals": {t: c.as_dict() for t, c in self._totals.items()},
-                "schedule": self._schedule.save(),
-                **({"local_optimizer": self._local.save()} if self._local is not None else {}),
-            }
+        """This rank's residues (and generator states) by parameter name, plus step
+        counters and totals, with the rank and world size they belong to: another rank's
+        load_state_dict() refuses it. For one file that serves every rank (a checkpoint
+        saved on rank 0 only), see gathered_state_dict()."""
+        return _save(self)
+
+    def gathered_state_dict(self, dst=0):
+        """Every rank's state_dict() in one object, on rank ``dst`` (None on the other
+        ranks): a collective, every rank of the group calls it. Save it from rank dst
+        alone; load_state_dict() of the whole object on any rank takes that rank's part.
+
+            hook = state.gathered_state_dict()           # on every rank
+            if rank == 0:
+                torch.save({"model": model.state_dict(), "adacomp": hook}, path)
+            ...
+            state.load_state_dict(torch.load(path)["adacomp"])  # on every rank
+        """
+        return _gather(self, dst)
 
     def load_state_dict(self, state):
-        """Restores what state_dict() returned. Checks every entry before changing anything."""
-        if state.get("format") != "adacomp.torch.AdaCompState/1":
-            raise ValueError(f"not an AdaCompState state_dict (format {state.get('format')!r})")
-        with self._lock:
-            params = state["params"]
-            for name, d in params.items():
-                e = self._by_name.get(name)
-                if e is None:
-                    if self._model_given:
-                        raise ValueError(f"state_dict has a residue for parameter {name!r}, which "
-                                         f"the model does not have")
-                    continue
-                if e.compressor is None or d.get("elements") != e.numel:
-                    raise ValueError(f"state_dict entry {name!r} has {d.get('elements')} elements, "
-                                     f"the parameter has {e.numel}")
-                if d.get("codec") != e.compressor.codec:
-                    raise ValueError(f"state_dict entry {name!r} is for codec {d.get('codec')!r}, "
-                                     f"this state uses {e.compressor.codec!r}")
-            sched = state.get("schedule")
-            self._schedule.check(sched, len(self._by_name))
-            local = state.get("local_optimizer")
-            if self._local is not None:
-                self._local.check(local, {n: e.numel for n, e in self._by_name.items()})
-            elif local is not None:
-                raise ValueError("state_dict has a local optimizer, this state has none")
-            # Validate the state bytes on scratch compressors so a failure changes nothing.
-            for name, d in params.items():
-                e = self._by_name.get(name)
-                if e is not None:
-                    scratch = Compressor(e.numel, codec=e.compressor.codec,
-                                         bin_size=e.compressor.bin_size,
-                                         values=e.compressor.values, density=self.density,
-                                         tau=self.tau, tensor_id=e.tensor_id)
-                    scratch.load_state_dict(d)
-            for name, d in params.items():
-                e = self._by_name.get(name)
-                if e is None:
-                    self._pending[name] = d
-                else:
-                    e.compressor.load_state_dict(d)
-            self._schedule.load(sched)
-            if self._local is not None:
-                self._local.load(local)
-            self._open = None  # a step in progress is superseded by the loaded state
-            self.steps = int(state.get("steps", 0))
-            self.buckets = int(state.get("buckets", 0))
-            self.transport_bytes = int(state.get("transport_bytes", 0))
-            totals = state.get("totals", {})
-            self._totals = {t: _Counters.from_dict(totals.get(t, {})) for t in LAYER_TYPES}
+        """Restores what state_dict() returned on this rank, or this rank's part of what
+        gathered_state_dict() returned. Refuses another rank's state, or one from a world
+        of another size, and checks every entry before changing anything."""
+        _load(self, state)
 
     # ----- statistics ------------------------------------------------------------------------
 
@@ -453,6 +450,7 @@ class AdaCompState:
         self._open = None
 
     def _commit_step(self):
+        self.failed_in_a_row = 0
         self._open.discard()
         self._open = None
         if self._local is not None:
@@ -583,6 +581,10 @@ class AdaCompState:
 
     def _fail_step(self, ex, exc):
         self._rollback_step()
+        self.failed_in_a_row += 1
+        if self.max_failed_steps and self.failed_in_a_row >= self.max_failed_steps:
+            self.step_error = None  # the skip-the-step loop raises: see StepsKeepFailing
+            return self._end_bucket(ex, _keep_failing(self.failed_in_a_row, exc))
         self.step_error = exc
         return self._end_bucket(ex, exc)
 

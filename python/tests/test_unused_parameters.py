@@ -1,0 +1,100 @@
+"""Parameters that a step leaves unused (DDP find_unused_parameters=True): nothing
+of their residue may be sent that DDP will not apply. Conservation, per parameter:
+the sum over steps of the ranks' average gradient equals the weights' change
+(SGD lr 1, no momentum) plus the ranks' mean residue, to float rounding, for a
+branch used on even steps only, on one rank only, and for the always-used layers.
+2 Gloo processes; the local gradients are taken by tensor hooks before DDP sees
+them."""
+
+import functools
+import unittest
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import adacomp.torch
+from ddp_test_util import gloo_rank, spawn_world
+
+STEPS = 20
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(40, 60)
+        self.even = nn.Linear(60, 10)    # used on even steps, on every rank
+        self.rank0 = nn.Linear(60, 10)   # used on rank 0 only, on odd steps
+        self.head = nn.Linear(60, 10)
+
+    def forward(self, x, step, rank):
+        h = torch.relu(self.trunk(x))
+        out = self.head(h)
+        if step % 2 == 0:
+            out = out + self.even(h)
+        elif rank == 0:
+            out = out + self.rank0(h)
+        return out
+
+
+def worker(rank, port, outdir, kwargs):
+    with gloo_rank(rank, port, 2, outdir) as result:
+        torch.manual_seed(0)
+        model = Branchy()
+        start = {n: p.detach().clone() for n, p in model.named_parameters()}
+        ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+        state = adacomp.torch.register(ddp, **kwargs)
+        local = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+        def keep(name):
+            def hook(grad):
+                local[name].add_(grad)  # and return None: the gradient goes on unchanged
+            return hook
+        for n, p in model.named_parameters():
+            p.register_hook(keep(n))
+        opt = torch.optim.SGD(ddp.parameters(), lr=1.0)
+        gen = torch.Generator().manual_seed(100 + rank)
+        for step in range(STEPS):
+            x = torch.randn(16, 40, generator=gen)
+            opt.zero_grad(set_to_none=True)
+            ddp(x, step, rank).square().mean().backward()
+            opt.step()
+        state.wait_idle()
+        result["grad_sum"] = {n: g.numpy().astype(np.float64) for n, g in local.items()}
+        result["change"] = {n: (start[n] - p.detach()).numpy().astype(np.float64)
+                            for n, p in model.named_parameters()}
+        result["residue"] = {n: r.astype(np.float64) for n, r in state.residues().items()}
+        result["steps"] = state.steps
+
+
+def check(test, results):
+    r0, r1 = results
+    test.assertEqual(r0["steps"], STEPS)
+    for name in r0["change"]:
+        avg_grad = (r0["grad_sum"][name] + r1["grad_sum"][name]).reshape(-1) / 2
+        mean_res = (r0["residue"][name] + r1["residue"][name]) / 2
+        change = r0["change"][name].reshape(-1)
+        np.testing.assert_array_equal(change, r1["change"][name].reshape(-1))  # replicas
+        err = np.abs(avg_grad - (change + mean_res)).max()
+        scale = max(np.abs(avg_grad).max(), 1e-3)
+        test.assertLess(err / scale, 1e-5, f"{name}: sent + residue != sum of gradients "
+                                           f"(max error {err:.3g}, scale {scale:.3g})")
+    # The branches were really left unused on some steps and used on others.
+    test.assertGreater(np.abs(r0["change"]["even.weight"]).max(), 0)
+    test.assertGreater(np.abs(r0["change"]["rank0.weight"]).max(), 0)
+    test.assertEqual(np.abs(r1["grad_sum"]["rank0.weight"]).max(), 0)
+
+
+class UnusedParametersTest(unittest.TestCase):
+    def test_default_hook_conserves(self):
+        check(self, spawn_world(functools.partial(worker, kwargs={}), 2))
+
+    def test_reduce_scatter_conserves(self):
+        check(self, spawn_world(functools.partial(worker, kwargs={"exchange": "reduce-scatter"}), 2))
+
+    def test_without_overlap_conserves(self):
+        check(self, spawn_world(functools.partial(worker, kwargs={"overlap": False}), 2))
+
+
+if __name__ == "__main__":
+    unittest.main()
