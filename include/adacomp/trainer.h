@@ -13,7 +13,7 @@
 //
 // This header does not include LibTorch; the implementation (libadacomp_train)
 // does. Thread safety: Train() may be called from any thread; the callbacks
-// in TrainOptions are called from rank 0's learner thread only.
+// in TrainOptions::run are called from rank 0's learner thread only.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +76,7 @@ struct StepMetrics {
   double step_seconds = 0;
   double elapsed_seconds = 0;  // since the start of the run
   int64_t total_steps = 0;
-  // TrainOptions::link_counters: the interface's cumulative byte counters
+  // TrainOptions::run.link_counters: the interface's cumulative byte counters
   // when this step's line was written; -1 without it.
   int64_t link_rx_bytes = -1, link_tx_bytes = -1;
   std::string ToJson() const;  // one line, no newline
@@ -97,10 +97,20 @@ struct EpochMetrics {
   double train_seconds = 0;
 };
 
-struct TrainOptions {
-  Model model = Model::kMnistCnn;
-  std::string data_dir;   // "" = the model's default data
-  CodecConfig codec;      // codec, values, density, tau, seed; bin_size see below
+// TrainOptions::model: what is trained, on which data.
+struct TrainModelOptions {
+  Model kind = Model::kMnistCnn;
+  std::string data_dir;  // "" = the model's default data
+  // char-lstm
+  int64_t seq_len = 48;
+  int64_t hidden = 128;
+  int64_t embed = 32;
+};
+
+// TrainOptions::codec: how each learner compresses its gradients and how
+// the frames travel.
+struct TrainCodecOptions {
+  CodecConfig config;     // codec, values, density, tau, seed; bin_size see below
   uint32_t bin_size = 0;  // 0 = per layer type (DefaultBinSize); else all tensors
   // Per layer type (indexed by LayerType): > 0 overrides bin_size and the
   // default for that type's tensors.
@@ -125,11 +135,6 @@ struct TrainOptions {
   // untouched, and the codec starts after them with empty residues.
   int64_t dense_below = 0;
   int64_t dense_warmup_steps = 0;
-  // > 0: each learner scales its own gradient, before the exchange, so that
-  // its L2 norm over all tensors is at most this (the usual guard of
-  // recurrent models against exploding gradients); 0 = off. A non-finite
-  // gradient is left as it is for the NaN policy.
-  double clip_grad_norm = 0;
   // Each learner runs the optimizer's moments on its own gradient and
   // compresses the resulting step instead of the gradient; the averaged step
   // is applied without further moments (src/train/local_optimizer.h). SGD:
@@ -141,11 +146,11 @@ struct TrainOptions {
   // the optimizer on the learner, the others the paper's optimizer after
   // aggregation; 0 (or every bit) = every tensor.
   uint32_t local_optimizer_types = 0;
-  int learners = 4;
-  int64_t batch_size = 128;  // global; must be a multiple of learners
-  int64_t epochs = 1;
-  int64_t steps = 0;  // > 0: run exactly this many steps (overrides epochs)
-  Optimizer optimizer = Optimizer::kSgd;
+};
+
+// TrainOptions::optim: the optimizer and its learning-rate schedule.
+struct TrainOptimizerOptions {
+  Optimizer kind = Optimizer::kSgd;
   double lr = 0;  // 0 = the model's default
   double momentum = 0.9;
   double weight_decay = 0.0;
@@ -156,6 +161,20 @@ struct TrainOptions {
   // lr x min(1, (t + 1) / lr_warmup_steps), as large-batch training uses;
   // 0 = off.
   int64_t lr_warmup_steps = 0;
+  // > 0: each learner scales its own gradient, before the exchange, so that
+  // its L2 norm over all tensors is at most this (the usual guard of
+  // recurrent models against exploding gradients); 0 = off. A non-finite
+  // gradient is left as it is for the NaN policy.
+  double clip_grad_norm = 0;
+};
+
+// TrainOptions::run: how many learners run how long, and what the run
+// reads and writes besides the data (metrics, checkpoints, callbacks).
+struct TrainRunOptions {
+  int learners = 4;
+  int64_t batch_size = 128;  // global; must be a multiple of learners
+  int64_t epochs = 1;
+  int64_t steps = 0;  // > 0: run exactly this many steps (overrides epochs)
   uint64_t seed = 1;
   int threads = 0;          // learners computing at once in-process; 0 = hardware cores
   int64_t train_limit = 0;  // > 0: use only the first N training examples
@@ -165,6 +184,7 @@ struct TrainOptions {
   // step) whose test accuracy reaches it (time-to-accuracy runs); every
   // learner sees the same accuracy, so all stop at the same step.
   double stop_at_accuracy = 0;
+  int max_bad_steps = 10;   // consecutive non-finite steps before the run fails
   int64_t log_every = 20;   // metrics/progress every N steps (and the last step)
   std::string metrics_out;  // JSONL path, "" = none
   // A network interface ("eth0"), "" = none: each metrics line also gets
@@ -179,15 +199,21 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // > 0: also every N steps (always every epoch end)
   int keep_checkpoints = 2;
   bool resume = false;
-  int max_bad_steps = 10;  // consecutive non-finite steps before the run fails
-  // char-lstm
-  int64_t seq_len = 48;
-  int64_t hidden = 128;
-  int64_t embed = 32;
   // Callbacks (rank 0 only).
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const EpochMetrics&)> on_epoch;
   std::function<void(const std::string&)> on_message;  // warnings, notes; default stderr
+};
+
+// Everything a training run is given, in four groups (options.model.kind,
+// options.codec.bin_size, options.optim.lr, options.run.learners, ...). The
+// defaults: mnist-cnn, AdaComp with per-layer bin sizes, SGD with momentum
+// 0.9, 4 learners, a global batch of 128, one epoch.
+struct TrainOptions {
+  TrainModelOptions model;
+  TrainCodecOptions codec;
+  TrainOptimizerOptions optim;
+  TrainRunOptions run;
 };
 
 struct TrainSummary {
@@ -203,8 +229,8 @@ struct TrainSummary {
   uint64_t seed = 0;
   std::string bin_size;      // "per-layer (conv 50, fc/lstm/other 500)" or the value
   std::string bin_schedule;  // BinSchedule::ToString(): "fixed" or the schedule; "n/a" without bins
-  std::string exchange;      // ExchangeKindName of TrainOptions::exchange
-  std::string summed_values;  // "fp32" or "fp16" (TrainOptions::summed_values)
+  std::string exchange;      // ExchangeKindName of TrainOptions::codec.exchange
+  std::string summed_values;  // "fp32" or "fp16" (TrainOptions::codec.summed_values)
   // Compressed tensors x steps that went by each exchange, over the steps
   // run in this process (auto chooses per tensor and step).
   int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;
@@ -267,11 +293,11 @@ struct TrainSummary {
 // option, or OK. Train() and TrainLearner() check the same things.
 Status ValidateTrainOptions(const TrainOptions& options);
 
-// Runs options.learners learners in this process.
+// Runs options.run.learners learners in this process.
 Result<TrainSummary> Train(const TrainOptions& options);
 
 // Runs the learner of comm.rank() in a group of comm.size() learners
-// (options.learners must equal comm.size()). Every rank returns the summary.
+// (options.run.learners must equal comm.size()). Every rank returns the summary.
 Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm);
 
 }  // namespace adacomp

@@ -8,32 +8,32 @@ namespace adacomp::train {
 
 Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
   auto d = std::make_shared<Data>();
-  if (o.model == Model::kCharLstm) {
-    std::string path = o.data_dir.empty() ? kDefaultTextDir : o.data_dir;
+  if (o.model.kind == Model::kCharLstm) {
+    std::string path = o.model.data_dir.empty() ? kDefaultTextDir : o.model.data_dir;
     ADACOMP_ASSIGN_OR_RETURN(TextCorpus corpus, LoadTextCorpus(path));
     d->text = true;
-    d->seq_len = o.seq_len;
+    d->seq_len = o.model.seq_len;
     d->train_text = std::move(corpus.train);
     d->test_text = std::move(corpus.test);
-    d->train_count = (static_cast<int64_t>(d->train_text.size()) - 1) / o.seq_len;
-    d->test_count = (static_cast<int64_t>(d->test_text.size()) - 1) / o.seq_len;
+    d->train_count = (static_cast<int64_t>(d->train_text.size()) - 1) / o.model.seq_len;
+    d->test_count = (static_cast<int64_t>(d->test_text.size()) - 1) / o.model.seq_len;
     if (d->train_count < 1 || d->test_count < 1) {
       return Status::InvalidArgument(path + ": too little text for sequences of " +
-                                     std::to_string(o.seq_len) + " characters");
+                                     std::to_string(o.model.seq_len) + " characters");
     }
     d->description = "text:" + path + " (" + std::to_string(corpus.files.size()) + " files)";
   } else {
-    bool cifar =
-        o.model == Model::kCifarCnn && !o.data_dir.empty() && LooksLikeCifarDir(o.data_dir);
+    bool cifar = o.model.kind == Model::kCifarCnn && !o.model.data_dir.empty() &&
+                 LooksLikeCifarDir(o.model.data_dir);
     if (cifar) {
-      ADACOMP_ASSIGN_OR_RETURN(d->train, LoadCifarDir(o.data_dir, true));
-      ADACOMP_ASSIGN_OR_RETURN(d->test, LoadCifarDir(o.data_dir, false));
+      ADACOMP_ASSIGN_OR_RETURN(d->train, LoadCifarDir(o.model.data_dir, true));
+      ADACOMP_ASSIGN_OR_RETURN(d->test, LoadCifarDir(o.model.data_dir, false));
       d->description = "cifar-10";
     } else {
-      std::string dir = o.data_dir.empty() ? kDefaultImageDir : o.data_dir;
+      std::string dir = o.model.data_dir.empty() ? kDefaultImageDir : o.model.data_dir;
       ADACOMP_ASSIGN_OR_RETURN(d->train, LoadMnistDir(dir, true));
       ADACOMP_ASSIGN_OR_RETURN(d->test, LoadMnistDir(dir, false));
-      d->description = o.data_dir.empty() ? "fashion-mnist" : "idx:" + dir;
+      d->description = o.model.data_dir.empty() ? "fashion-mnist" : "idx:" + dir;
       // One class count for both sets (a test label the training set lacks
       // still needs its logit).
       const int classes = std::max(d->train.classes, d->test.classes);
@@ -43,7 +43,7 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
       }
       d->train.classes = d->test.classes = classes;
       if (classes != 10) d->description += " (" + std::to_string(classes) + " classes)";
-      if (o.model == Model::kCifarCnn) {
+      if (o.model.kind == Model::kCifarCnn) {
         d->train = PadTo32x32x3(d->train);
         d->test = PadTo32x32x3(d->test);
         d->description += "-32x32x3";
@@ -56,8 +56,8 @@ Result<std::shared_ptr<const Data>> LoadData(const TrainOptions& o) {
     d->train_count = d->train.count;
     d->test_count = d->test.count;
   }
-  if (o.train_limit > 0) d->train_count = std::min(d->train_count, o.train_limit);
-  if (o.test_limit > 0) d->test_count = std::min(d->test_count, o.test_limit);
+  if (o.run.train_limit > 0) d->train_count = std::min(d->train_count, o.run.train_limit);
+  if (o.run.test_limit > 0) d->test_count = std::min(d->test_count, o.run.test_limit);
   if (!d->text) {
     // Normalise with the mean and standard deviation of the training pixels used.
     double sum = 0, sum2 = 0;

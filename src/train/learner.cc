@@ -22,16 +22,16 @@ Status Learner::Setup() {
   ModelShape shape;
   if (data_->text) {
     shape.vocab = 256;
-    shape.embed = o_.embed;
-    shape.hidden = o_.hidden;
+    shape.embed = o_.model.embed;
+    shape.hidden = o_.model.hidden;
   } else {
     shape.channels = data_->train.channels;
     shape.height = data_->train.height;
     shape.width = data_->train.width;
     shape.classes = data_->train.classes;
   }
-  ADACOMP_ASSIGN_OR_RETURN(model_, CreateModel(std::string(ModelName(o_.model)), shape));
-  InitWeights(model_, o_.seed);
+  ADACOMP_ASSIGN_OR_RETURN(model_, CreateModel(std::string(ModelName(o_.model.kind)), shape));
+  InitWeights(model_, o_.run.seed);
   fingerprint_ = Fingerprint(o_, data_->description);
   for (const auto& inj : hooks_.inject_nan) {
     if (inj.tensor >= static_cast<int>(model_.params.size())) {
@@ -53,18 +53,19 @@ Status Learner::Setup() {
   }
   plan_ = PlanTensors(o_, specs, rank_);
   ADACOMP_ASSIGN_OR_RETURN(
-      exchange_, GradientExchange::Create(comm_, plan_.exchange, {o_.exchange, o_.summed_values}));
-  if (o_.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
+      exchange_,
+      GradientExchange::Create(comm_, plan_.exchange, {o_.codec.exchange, o_.codec.summed_values}));
+  if (o_.codec.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }
-  bins_.emplace(o_.bin_schedule, plan_.bin_sizes);
-  if (o_.local_optimizer) {
+  bins_.emplace(o_.codec.bin_schedule, plan_.bin_sizes);
+  if (o_.codec.local_optimizer) {
     // The moments live on each learner; the averaged step is applied as it
     // is (plain SGD, no momentum). With --local-optimizer-types, for those
     // types' tensors only; the others keep the paper's optimizer.
     if (!plan_.any_local()) {
       return Status::InvalidArgument(std::string("--local-optimizer-types: ") +
-                                     std::string(ModelName(o_.model)) +
+                                     std::string(ModelName(o_.model.kind)) +
                                      " has no tensor of those layer types");
     }
     std::vector<size_t> sizes;
@@ -73,18 +74,18 @@ Status Learner::Setup() {
     }
     if (plan_.all_local()) {
       TrainOptions plain = o_;
-      plain.optimizer = Optimizer::kSgd;
-      plain.momentum = 0;
+      plain.optim.kind = Optimizer::kSgd;
+      plain.optim.momentum = 0;
       optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
     } else {
       optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, plan_.local);
     }
     LocalOptimizer::Settings ls;
-    ls.adam = o_.optimizer == Optimizer::kAdam;
-    ls.momentum = o_.momentum;
-    ls.beta1 = o_.adam_beta1;
-    ls.beta2 = o_.adam_beta2;
-    ls.eps = o_.adam_eps;
+    ls.adam = o_.optim.kind == Optimizer::kAdam;
+    ls.momentum = o_.optim.momentum;
+    ls.beta1 = o_.optim.adam_beta1;
+    ls.beta2 = o_.optim.adam_beta2;
+    ls.eps = o_.optim.adam_eps;
     local_ = std::make_unique<LocalOptimizer>(ls, std::move(sizes));
     residue_before_.resize(model_.params.size());
   } else {
@@ -96,13 +97,13 @@ Status Learner::Setup() {
                                           model_.params[t].tensor.sizes(), torch::kFloat32));
   }
   grad_spans_.resize(model_.params.size());
-  steps_per_epoch_ = data_->train_count / o_.batch_size;
+  steps_per_epoch_ = data_->train_count / o_.run.batch_size;
   if (steps_per_epoch_ < 1) {
-    return Status::InvalidArgument("--batch-size " + std::to_string(o_.batch_size) +
+    return Status::InvalidArgument("--batch-size " + std::to_string(o_.run.batch_size) +
                                    " exceeds the " + std::to_string(data_->train_count) +
                                    " training examples");
   }
-  total_steps_ = o_.steps > 0 ? o_.steps : o_.epochs * steps_per_epoch_;
+  total_steps_ = o_.run.steps > 0 ? o_.run.steps : o_.run.epochs * steps_per_epoch_;
   return Status::OK();
 }
 
@@ -112,10 +113,10 @@ double Learner::GradNormThenClip() {
     for (float v : g) sum += static_cast<double>(v) * v;
   }
   const double norm = std::sqrt(sum);
-  if (!(o_.clip_grad_norm > 0) || !std::isfinite(norm) || norm <= o_.clip_grad_norm) {
+  if (!(o_.optim.clip_grad_norm > 0) || !std::isfinite(norm) || norm <= o_.optim.clip_grad_norm) {
     return norm;
   }
-  const float factor = static_cast<float>(o_.clip_grad_norm / norm);
+  const float factor = static_cast<float>(o_.optim.clip_grad_norm / norm);
   for (auto& p : model_.params) {  // the tensors grad_spans_ point into
     auto g = p.tensor.mutable_grad();
     float* w = g.data_ptr<float>();
@@ -126,11 +127,11 @@ double Learner::GradNormThenClip() {
 }
 
 Status Learner::DoStep(int64_t step, StepMetrics* m) {
-  const int64_t b = o_.batch_size / p_;
+  const int64_t b = o_.run.batch_size / p_;
   const int64_t epoch = step / steps_per_epoch_;
   const int64_t pos = step % steps_per_epoch_;
   if (epoch != perm_epoch_) {
-    perm_ = EpochPermutation(data_->train_count, o_.seed, epoch);
+    perm_ = EpochPermutation(data_->train_count, o_.run.seed, epoch);
     perm_epoch_ = epoch;
   }
   const double lr = LrAt(epoch, step);
@@ -148,7 +149,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     GateHold hold(gate_);
     auto t0 = Clock::now();
     torch::Tensor x, y;
-    FillBatch(*data_, true, perm_.data() + pos * o_.batch_size + rank_ * b, b, &x, &y);
+    FillBatch(*data_, true, perm_.data() + pos * o_.run.batch_size + rank_ * b, b, &x, &y);
     for (auto& p : model_.params) {
       if (p.tensor.grad().defined()) p.tensor.mutable_grad().zero_();
     }
@@ -164,13 +165,13 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       grad_spans_[k] = std::span<const float>(g.data_ptr<float>(), static_cast<size_t>(g.numel()));
     }
     // Only rank 0's norm is reported: the others measure it only to clip.
-    if (o_.clip_grad_norm > 0 || rank_ == 0) m->grad_norm = GradNormThenClip();
+    if (o_.optim.clip_grad_norm > 0 || rank_ == 0) m->grad_norm = GradNormThenClip();
     t.compute = Since(t0) + slept;
   }
 
   // Exchange: agree on finiteness and share the losses, then the average of
   // every learner's gradient into agg_.
-  const bool warmup = warmup_exchange_ && step < o_.dense_warmup_steps;
+  const bool warmup = warmup_exchange_ && step < o_.codec.dense_warmup_steps;
   GradientExchange& exchange = warmup ? *warmup_exchange_ : *exchange_;
   if (!warmup) {
     const bool lr_dropped = step > 0 && lr < LrAt((step - 1) / steps_per_epoch_, step - 1);
@@ -183,7 +184,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
       if (!plan_.local[k]) continue;
       grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
       // Only SGD masks, so only SGD needs the residue before the exchange.
-      const bool residue = k < exchange.compressors() && o_.optimizer == Optimizer::kSgd;
+      const bool residue = k < exchange.compressors() && o_.optim.kind == Optimizer::kSgd;
       const auto r = residue ? exchange.compressor(k).residue() : std::span<const float>();
       residue_before_[k].assign(r.begin(), r.end());
     }
@@ -331,7 +332,7 @@ Result<TrainSummary> Learner::Run() {
     Message(StartLine(o_, params, static_cast<int64_t>(model_.params.size()), data_->description,
                       data_->train_count, data_->test_count, total_steps_, steps_per_epoch_));
   }
-  if (o_.resume) ADACOMP_RETURN_IF_ERROR(Resume());
+  if (o_.run.resume) ADACOMP_RETURN_IF_ERROR(Resume());
   if (rank_ == 0) {
     std::vector<ResidueProbe::Tensor> probed;
     for (const Param& p : model_.params) {
@@ -341,7 +342,7 @@ Result<TrainSummary> Learner::Run() {
   }
   bool evaluated_at_end = false;
   bool stopped_early = false;
-  const bool checkpoints = !o_.checkpoint_dir.empty();
+  const bool checkpoints = !o_.run.checkpoint_dir.empty();
   while (steps_done_ < total_steps_) {
     StepMetrics m;
     m.total_steps = total_steps_;
@@ -353,14 +354,14 @@ Result<TrainSummary> Learner::Run() {
     evaluated_at_end = false;
     m.elapsed_seconds = Since(run_start);
     const bool last = steps_done_ == total_steps_;
-    if (rank_ == 0) log_.Step(m, steps_done_ % o_.log_every == 0 || last);
-    if (steps_done_ % o_.log_every == 0 || last) {
+    if (rank_ == 0) log_.Step(m, steps_done_ % o_.run.log_every == 0 || last);
+    if (steps_done_ % o_.run.log_every == 0 || last) {
       if (window_loss_count_ > 0) last_window_loss_ = window_loss_sum_ / window_loss_count_;
       window_loss_sum_ = 0;
       window_loss_count_ = 0;
     }
     const bool epoch_end = steps_done_ % steps_per_epoch_ == 0;
-    const bool extra_eval = o_.eval_every > 0 && steps_done_ % o_.eval_every == 0;
+    const bool extra_eval = o_.run.eval_every > 0 && steps_done_ % o_.run.eval_every == 0;
     if (epoch_end || extra_eval || last) {
       EpochMetrics e;
       e.epoch = (steps_done_ - 1) / steps_per_epoch_;
@@ -371,28 +372,29 @@ Result<TrainSummary> Learner::Run() {
       e.train_loss = epoch_loss_count_ ? epoch_loss_sum_ / epoch_loss_count_ : NAN;
       epoch_totals_.Rates(present_, e.rate, &e.end_to_end_rate);
       epochs_.push_back(e);
-      if (rank_ == 0 && o_.on_epoch) o_.on_epoch(e);
+      if (rank_ == 0 && o_.run.on_epoch) o_.run.on_epoch(e);
       if (epoch_end) {
         epoch_totals_ = Totals();
         epoch_loss_sum_ = 0;
         epoch_loss_count_ = 0;
       }
       evaluated_at_end = true;
-      if (o_.stop_at_accuracy > 0 && e.test_accuracy >= o_.stop_at_accuracy) {
+      if (o_.run.stop_at_accuracy > 0 && e.test_accuracy >= o_.run.stop_at_accuracy) {
         reached_step_ = steps_done_;
         if (rank_ == 0) {
           char line[160];
           std::snprintf(line, sizeof(line),
                         "reached test accuracy %.4f (target %.4f) at step %lld after %.2f s of "
                         "training: stopping",
-                        e.test_accuracy, o_.stop_at_accuracy, static_cast<long long>(steps_done_),
-                        e.train_seconds);
+                        e.test_accuracy, o_.run.stop_at_accuracy,
+                        static_cast<long long>(steps_done_), e.train_seconds);
           Message(line);
         }
       }
     }
-    if (checkpoints && (epoch_end || last ||
-                        (o_.checkpoint_every > 0 && steps_done_ % o_.checkpoint_every == 0))) {
+    if (checkpoints &&
+        (epoch_end || last ||
+         (o_.run.checkpoint_every > 0 && steps_done_ % o_.run.checkpoint_every == 0))) {
       ADACOMP_RETURN_IF_ERROR(SaveCheckpoint());
     }
     if (reached_step_ >= 0) break;

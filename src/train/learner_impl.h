@@ -69,14 +69,14 @@ class Learner {
   Status DoStep(int64_t step, StepMetrics* m);
   // This learner's gradient L2 norm over all tensors (grad_spans_); with
   // --clip-grad-norm it then scales the gradients so that the norm is at
-  // most o_.clip_grad_norm (a non-finite norm leaves them for the NaN
+  // most o_.optim.clip_grad_norm (a non-finite norm leaves them for the NaN
   // policy). Returns the norm before any scaling.
   double GradNormThenClip();
   Status Evaluate(double* accuracy, double* loss);
   void Message(const std::string& m) const {
     if (rank_ != 0) return;
-    if (o_.on_message) {
-      o_.on_message(m);
+    if (o_.run.on_message) {
+      o_.run.on_message(m);
     } else {
       std::fprintf(stderr, "%s\n", m.c_str());
     }
@@ -84,12 +84,12 @@ class Learner {
   // The learning rate of step `step` (0-based) in epoch `epoch`: the step
   // decay, and the linear warm-up over the first lr_warmup_steps steps.
   double LrAt(int64_t epoch, int64_t step) const {
-    double lr = o_.lr;
-    for (auto e : o_.lr_decay_epochs) {
-      if (epoch >= e) lr *= o_.lr_decay_factor;
+    double lr = o_.optim.lr;
+    for (auto e : o_.optim.lr_decay_epochs) {
+      if (epoch >= e) lr *= o_.optim.lr_decay_factor;
     }
-    if (step < o_.lr_warmup_steps) {
-      lr *= static_cast<double>(step + 1) / static_cast<double>(o_.lr_warmup_steps);
+    if (step < o_.optim.lr_warmup_steps) {
+      lr *= static_cast<double>(step + 1) / static_cast<double>(o_.optim.lr_warmup_steps);
     }
     return lr;
   }

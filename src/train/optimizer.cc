@@ -10,12 +10,12 @@ namespace adacomp::train {
 
 OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& params,
                                std::vector<bool> plain)
-    : adam_(o.optimizer == Optimizer::kAdam),
-      momentum_(o.momentum),
-      weight_decay_(o.weight_decay),
-      beta1_(o.adam_beta1),
-      beta2_(o.adam_beta2),
-      eps_(o.adam_eps),
+    : adam_(o.optim.kind == Optimizer::kAdam),
+      momentum_(o.optim.momentum),
+      weight_decay_(o.optim.weight_decay),
+      beta1_(o.optim.adam_beta1),
+      beta2_(o.optim.adam_beta2),
+      eps_(o.optim.adam_eps),
       plain_(std::move(plain)) {
   plain_.resize(params.size(), false);
   for (size_t t = 0; t < params.size(); ++t) {

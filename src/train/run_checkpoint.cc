@@ -51,7 +51,7 @@ Status SaveRunCheckpoint(Communicator& comm, const TrainOptions& o, const std::s
     b.AddU64("steps_done", static_cast<uint64_t>(done));
     b.AddU64("epoch", static_cast<uint64_t>(done / steps_per_epoch));
     b.AddU64("position_in_epoch", static_cast<uint64_t>(done % steps_per_epoch));
-    b.AddU64("shuffle_seed", o.seed);
+    b.AddU64("shuffle_seed", o.run.seed);
     b.AddU64("skipped", static_cast<uint64_t>(state.skipped));
     b.AddU64("consecutive_bad", static_cast<uint64_t>(state.consecutive_bad));
     b.Add("weights", weights());
@@ -65,7 +65,8 @@ Status SaveRunCheckpoint(Communicator& comm, const TrainOptions& o, const std::s
     loss.Put(state.epoch_loss_sum);
     loss.Put(state.epoch_loss_count);
     b.Add("epoch_loss", loss.bytes);
-    write_status = SaveCheckpointFile(o.checkpoint_dir, done, b.Serialize(), o.keep_checkpoints);
+    write_status =
+        SaveCheckpointFile(o.run.checkpoint_dir, done, b.Serialize(), o.run.keep_checkpoints);
     ok = write_status.ok() ? 1 : 0;
   }
   ADACOMP_RETURN_IF_ERROR(comm.Broadcast(std::span<uint8_t>(&ok, 1), 0));
@@ -82,7 +83,7 @@ namespace {
 void FindCheckpoint(const TrainOptions& o, const std::string& fingerprint,
                     const std::function<void(const std::string&)>& message,
                     std::vector<uint8_t>* image, int64_t* size, Status* error) {
-  auto list = ListCheckpoints(o.checkpoint_dir);
+  auto list = ListCheckpoints(o.run.checkpoint_dir);
   std::string newest_error;
   for (const auto& [step, path] : list) {
     auto bytes = ReadWholeFile(path);
@@ -108,13 +109,13 @@ void FindCheckpoint(const TrainOptions& o, const std::string& fingerprint,
     message("warning: " + st.ToString() + "; trying the previous checkpoint");
   }
   if (!list.empty()) {
-    *error = Status::Corruption("no usable checkpoint in " + o.checkpoint_dir + " (" +
+    *error = Status::Corruption("no usable checkpoint in " + o.run.checkpoint_dir + " (" +
                                 std::to_string(list.size()) +
                                 " found, none valid; newest: " + newest_error + ")");
     *size = -1;
     return;
   }
-  message("note: no checkpoint in " + o.checkpoint_dir + "; starting at step 0");
+  message("note: no checkpoint in " + o.run.checkpoint_dir + "; starting at step 0");
 }
 
 }  // namespace

@@ -27,8 +27,8 @@ Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const Excha
   }
   *warning = "warning: step " + std::to_string(step + 1) + ": non-finite gradient (" + where +
              "): step skipped on every learner (" + std::to_string(consecutive) +
-             " in a row; the run stops at " + std::to_string(o.max_bad_steps) + ")";
-  if (consecutive < o.max_bad_steps) return Status::OK();
+             " in a row; the run stops at " + std::to_string(o.run.max_bad_steps) + ")";
+  if (consecutive < o.run.max_bad_steps) return Status::OK();
   return Status::InvalidArgument("stopping: " + std::to_string(consecutive) +
                                  " consecutive steps with non-finite gradients (last at step " +
                                  std::to_string(step + 1) + ": " + where +
@@ -37,23 +37,23 @@ Status SkippedStep(const TrainOptions& o, const GradientExchange& x, const Excha
 
 Status RunLog::Open(const TrainOptions& o, bool append, std::vector<ResidueProbe::Tensor> tensors) {
   o_ = &o;
-  if (!o.link_counters.empty()) {
-    if (o.link_counters.find('/') != std::string::npos || o.link_counters[0] == '.' ||
-        ReadCounter(o.link_counters, "rx_bytes") < 0) {
-      return Status::InvalidArgument("--link-counters " + o.link_counters +
-                                     ": no readable /sys/class/net/" + o.link_counters +
+  if (!o.run.link_counters.empty()) {
+    if (o.run.link_counters.find('/') != std::string::npos || o.run.link_counters[0] == '.' ||
+        ReadCounter(o.run.link_counters, "rx_bytes") < 0) {
+      return Status::InvalidArgument("--link-counters " + o.run.link_counters +
+                                     ": no readable /sys/class/net/" + o.run.link_counters +
                                      "/statistics/rx_bytes on this host (see `ip link`)");
     }
   }
-  if (!o.metrics_out.empty()) {
+  if (!o.run.metrics_out.empty()) {
     metrics_ = std::make_unique<std::ofstream>(
-        o.metrics_out, std::ios::out | (append ? std::ios::app : std::ios::trunc));
-    if (!*metrics_) return Status::IOError(o.metrics_out + ": cannot open for writing");
+        o.run.metrics_out, std::ios::out | (append ? std::ios::app : std::ios::trunc));
+    if (!*metrics_) return Status::IOError(o.run.metrics_out + ": cannot open for writing");
   }
-  if (!o.diagnostics_out.empty()) {
+  if (!o.run.diagnostics_out.empty()) {
     probe_ = std::make_unique<ResidueProbe>(std::move(tensors));
-    diagnostics_ = std::make_unique<std::ofstream>(o.diagnostics_out, std::ios::trunc);
-    if (!*diagnostics_) return Status::IOError(o.diagnostics_out + ": cannot open for writing");
+    diagnostics_ = std::make_unique<std::ofstream>(o.run.diagnostics_out, std::ios::trunc);
+    if (!*diagnostics_) return Status::IOError(o.run.diagnostics_out + ": cannot open for writing");
   }
   return Status::OK();
 }
@@ -76,9 +76,9 @@ void RunLog::AfterExchange(GradientExchange& x, std::span<const std::span<const 
 void RunLog::Step(const StepMetrics& m, bool log_point) {
   if (log_point && metrics_) {
     StepMetrics line = m;
-    if (!o_->link_counters.empty()) {
-      line.link_rx_bytes = ReadCounter(o_->link_counters, "rx_bytes");
-      line.link_tx_bytes = ReadCounter(o_->link_counters, "tx_bytes");
+    if (!o_->run.link_counters.empty()) {
+      line.link_rx_bytes = ReadCounter(o_->run.link_counters, "rx_bytes");
+      line.link_tx_bytes = ReadCounter(o_->run.link_counters, "tx_bytes");
     }
     *metrics_ << line.ToJson() << "\n";
     metrics_->flush();
@@ -87,7 +87,7 @@ void RunLog::Step(const StepMetrics& m, bool log_point) {
     *diagnostics_ << probe_->Line(m.step) << "\n";
     diagnostics_->flush();
   }
-  if (o_ && o_->on_step) o_->on_step(m);
+  if (o_ && o_->run.on_step) o_->run.on_step(m);
 }
 
 }  // namespace adacomp::train

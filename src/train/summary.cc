@@ -65,25 +65,26 @@ Status GatherReports(Communicator& comm, const LearnerReport& mine, int64_t step
 }
 
 void FillSettings(const TrainOptions& o, TrainSummary* s) {
-  const bool adacomp = o.codec.codec == Codec::kAdaComp;
-  s->model = std::string(ModelName(o.model));
-  s->codec = std::string(CodecName(o.codec.codec));
-  s->values = adacomp ? std::string(ValueModeName(o.codec.values)) : "";
-  if (o.codec.codec == Codec::kDense && o.codec.values == ValueMode::kFp16) s->values = "fp16";
-  s->optimizer = std::string(OptimizerName(o.optimizer));
-  s->learners = o.learners;
-  s->batch_size = o.batch_size;
-  s->lr = o.lr;
-  s->seed = o.seed;
+  const bool adacomp = o.codec.config.codec == Codec::kAdaComp;
+  s->model = std::string(ModelName(o.model.kind));
+  s->codec = std::string(CodecName(o.codec.config.codec));
+  s->values = adacomp ? std::string(ValueModeName(o.codec.config.values)) : "";
+  if (o.codec.config.codec == Codec::kDense && o.codec.config.values == ValueMode::kFp16)
+    s->values = "fp16";
+  s->optimizer = std::string(OptimizerName(o.optim.kind));
+  s->learners = o.run.learners;
+  s->batch_size = o.run.batch_size;
+  s->lr = o.optim.lr;
+  s->seed = o.run.seed;
   s->bin_size = adacomp ? BinSizeText(o) : "n/a";
-  s->bin_schedule = adacomp ? o.bin_schedule.ToString() : "n/a";
-  s->exchange = std::string(ExchangeKindName(o.exchange));
-  s->summed_values = o.summed_values == ValueMode::kFp16 ? "fp16" : "fp32";
-  s->dense_below = o.dense_below;
-  s->dense_warmup_steps = o.codec.codec == Codec::kDense ? 0 : o.dense_warmup_steps;
-  s->clip_grad_norm = o.clip_grad_norm;
-  s->lr_warmup_steps = o.lr_warmup_steps;
-  s->local_optimizer = o.local_optimizer;
+  s->bin_schedule = adacomp ? o.codec.bin_schedule.ToString() : "n/a";
+  s->exchange = std::string(ExchangeKindName(o.codec.exchange));
+  s->summed_values = o.codec.summed_values == ValueMode::kFp16 ? "fp16" : "fp32";
+  s->dense_below = o.codec.dense_below;
+  s->dense_warmup_steps = o.codec.config.codec == Codec::kDense ? 0 : o.codec.dense_warmup_steps;
+  s->clip_grad_norm = o.optim.clip_grad_norm;
+  s->lr_warmup_steps = o.optim.lr_warmup_steps;
+  s->local_optimizer = o.codec.local_optimizer;
   s->local_optimizer_types.clear();
   for (int t = 0; t < kLayerTypeCount; ++t) {
     const auto type = static_cast<LayerType>(t);
@@ -126,13 +127,14 @@ void FillRunSummary(const RunFacts& f, TrainSummary* s) {
 std::string StartLine(const TrainOptions& o, int64_t parameters, int64_t tensors,
                       const std::string& data, int64_t train_examples, int64_t test_examples,
                       int64_t total_steps, int64_t steps_per_epoch) {
-  return "training " + std::string(ModelName(o.model)) + " (" + std::to_string(parameters) +
+  return "training " + std::string(ModelName(o.model.kind)) + " (" + std::to_string(parameters) +
          " parameters in " + std::to_string(tensors) + " tensors) on " + data + " (" +
          std::to_string(train_examples) + " train / " + std::to_string(test_examples) +
-         " test examples): " + std::to_string(o.learners) + " learners, " +
-         std::string(CodecName(o.codec.codec)) + ", " + std::string(OptimizerName(o.optimizer)) +
-         " lr " + ShortDouble(o.lr) + ", global batch " + std::to_string(o.batch_size) + ", " +
-         std::to_string(total_steps) + " steps (" + std::to_string(steps_per_epoch) + " per epoch)";
+         " test examples): " + std::to_string(o.run.learners) + " learners, " +
+         std::string(CodecName(o.codec.config.codec)) + ", " +
+         std::string(OptimizerName(o.optim.kind)) + " lr " + ShortDouble(o.optim.lr) +
+         ", global batch " + std::to_string(o.run.batch_size) + ", " + std::to_string(total_steps) +
+         " steps (" + std::to_string(steps_per_epoch) + " per epoch)";
 }
 
 }  // namespace adacomp::train

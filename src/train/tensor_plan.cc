@@ -23,8 +23,8 @@ TensorPlan PlanTensors(const TrainOptions& o, std::span<const TensorSpec> tensor
     ExchangeTensor x;
     x.name = spec.name;
     x.elements = static_cast<uint64_t>(spec.elements);
-    x.codec = o.codec;
-    if (o.codec.codec != Codec::kDense && spec.elements <= o.dense_below) {
+    x.codec = o.codec.config;
+    if (o.codec.config.codec != Codec::kDense && spec.elements <= o.codec.dense_below) {
       x.codec = CodecConfig{};
       x.codec.codec = Codec::kDense;
       ++plan.dense_tensors;
@@ -32,7 +32,8 @@ TensorPlan PlanTensors(const TrainOptions& o, std::span<const TensorSpec> tensor
     const bool binned = x.codec.codec == Codec::kAdaComp;
     plan.bin_sizes.push_back(binned ? BinSizeFor(o, spec.type) : 0);
     if (binned) x.codec.bin_size = plan.bin_sizes.back();
-    x.codec.seed = MixSeed(MixSeed(o.codec.seed ^ o.seed, static_cast<uint64_t>(rank)), t);
+    x.codec.seed =
+        MixSeed(MixSeed(o.codec.config.seed ^ o.run.seed, static_cast<uint64_t>(rank)), t);
     ExchangeTensor d = x;
     d.codec = CodecConfig{};
     d.codec.codec = Codec::kDense;

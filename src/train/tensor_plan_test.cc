@@ -37,33 +37,33 @@ TEST(TensorPlanTest, DefaultBinSizesPerLayerType) {
   EXPECT_EQ(plan.dense_tensors, 0);
   EXPECT_FALSE(plan.any_local());
   // An explicit size for all, then one type overriding it.
-  o.bin_size = 100;
-  o.bin_size_by_type[static_cast<int>(LayerType::kFc)] = 250;
+  o.codec.bin_size = 100;
+  o.codec.bin_size_by_type[static_cast<int>(LayerType::kFc)] = 250;
   const std::vector<uint32_t> sized = {100, 100, 250, 100};
   EXPECT_EQ(PlanTensors(o, specs, 0).bin_sizes, sized);
 }
 
 TEST(TensorPlanTest, DenseBelowAndOtherCodecsAreNotBinned) {
   TrainOptions o;
-  o.dense_below = 500;  // conv1.weight (500) and the bias (20)
+  o.codec.dense_below = 500;  // conv1.weight (500) and the bias (20)
   const TensorPlan plan = PlanTensors(o, Specs(), 1);
   EXPECT_EQ(plan.dense_tensors, 2);
   EXPECT_EQ(plan.exchange[0].codec.codec, Codec::kDense);
   EXPECT_EQ(plan.exchange[1].codec.codec, Codec::kDense);
   EXPECT_EQ(plan.exchange[2].codec.codec, Codec::kAdaComp);
   EXPECT_EQ(plan.bin_sizes, (std::vector<uint32_t>{0, 0, 500, 500}));
-  o.codec.codec = Codec::kTopK;
+  o.codec.config.codec = Codec::kTopK;
   const TensorPlan topk = PlanTensors(o, Specs(), 1);
   EXPECT_EQ(topk.bin_sizes, (std::vector<uint32_t>{0, 0, 0, 0}));
   EXPECT_EQ(topk.exchange[3].codec.codec, Codec::kTopK);
   // With the dense codec itself nothing counts as sent dense by --dense-below.
-  o.codec.codec = Codec::kDense;
+  o.codec.config.codec = Codec::kDense;
   EXPECT_EQ(PlanTensors(o, Specs(), 1).dense_tensors, 0);
 }
 
 TEST(TensorPlanTest, SeedsDifferPerLearnerAndTensorAndFollowTheRunSeed) {
   TrainOptions o;
-  o.codec.codec = Codec::kTernGrad;
+  o.codec.config.codec = Codec::kTernGrad;
   std::set<uint64_t> seeds;
   for (int rank = 0; rank < 3; ++rank) {
     const TensorPlan plan = PlanTensors(o, Specs(), rank);
@@ -73,22 +73,22 @@ TEST(TensorPlanTest, SeedsDifferPerLearnerAndTensorAndFollowTheRunSeed) {
   }
   EXPECT_EQ(seeds.size(), 12u);
   TrainOptions other = o;
-  other.seed = o.seed + 1;
+  other.run.seed = o.run.seed + 1;
   EXPECT_NE(PlanTensors(other, Specs(), 0).exchange[0].codec.seed,
             PlanTensors(o, Specs(), 0).exchange[0].codec.seed);
 }
 
 TEST(TensorPlanTest, LocalOptimizerByType) {
   TrainOptions o;
-  o.local_optimizer = true;
+  o.codec.local_optimizer = true;
   TensorPlan all = PlanTensors(o, Specs(), 0);
   EXPECT_TRUE(all.all_local());
-  o.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  o.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
   TensorPlan fc = PlanTensors(o, Specs(), 0);
   EXPECT_EQ(fc.local, (std::vector<bool>{false, false, true, false}));
   EXPECT_TRUE(fc.any_local());
   EXPECT_FALSE(fc.all_local());
-  o.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
+  o.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
   std::vector<TensorSpec> no_lstm = Specs();
   no_lstm.pop_back();
   EXPECT_FALSE(PlanTensors(o, no_lstm, 0).any_local());

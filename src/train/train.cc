@@ -42,17 +42,18 @@ Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& com
 Result<TrainSummary> Train(const TrainOptions& options, const TrainTestHooks& hooks) {
   ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, ResolveWithHooks(options, hooks));
   ADACOMP_ASSIGN_OR_RETURN(auto data, train::LoadData(o));
-  auto group = CreateInProcessGroup(o.learners);
-  if (static_cast<int>(group.size()) != o.learners) {
+  auto group = CreateInProcessGroup(o.run.learners);
+  if (static_cast<int>(group.size()) != o.run.learners) {
     return Status::Internal("could not create an in-process group of " +
-                            std::to_string(o.learners));
+                            std::to_string(o.run.learners));
   }
-  int slots = o.threads > 0 ? o.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int slots = o.run.threads > 0
+                  ? o.run.threads
+                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   train::Gate gate(std::min(slots, 4096));
-  std::vector<std::optional<Result<TrainSummary>>> results(static_cast<size_t>(o.learners));
+  std::vector<std::optional<Result<TrainSummary>>> results(static_cast<size_t>(o.run.learners));
   std::vector<std::thread> threads;
-  for (int r = 0; r < o.learners; ++r) {
+  for (int r = 0; r < o.run.learners; ++r) {
     threads.emplace_back([&, r] {
       results[static_cast<size_t>(r)] =
           train::RunLearner(o, hooks, *group[static_cast<size_t>(r)], data, &gate);
@@ -74,8 +75,8 @@ Result<TrainSummary> Train(const TrainOptions& options, const TrainTestHooks& ho
 Result<TrainSummary> TrainLearner(const TrainOptions& options, Communicator& comm,
                                   const TrainTestHooks& hooks) {
   ADACOMP_ASSIGN_OR_RETURN(TrainOptions o, ResolveWithHooks(options, hooks));
-  if (comm.size() != o.learners) {
-    return Status::InvalidArgument("--learners " + std::to_string(o.learners) +
+  if (comm.size() != o.run.learners) {
+    return Status::InvalidArgument("--learners " + std::to_string(o.run.learners) +
                                    " does not match the " + std::to_string(comm.size()) +
                                    " processes of the communicator");
   }

@@ -50,14 +50,14 @@ class TrainerTest : public ::testing::Test {
   // Small, quick settings; messages are collected instead of printed.
   TrainOptions Base() {
     TrainOptions o;
-    o.model = Model::kMnistCnn;
-    o.data_dir = data_->Path();
-    o.learners = 4;
-    o.batch_size = 32;
-    o.steps = 6;
-    o.seed = 7;
-    o.log_every = 1000;
-    o.on_message = [this](const std::string& m) { messages_ += m + "\n"; };
+    o.model.kind = Model::kMnistCnn;
+    o.model.data_dir = data_->Path();
+    o.run.learners = 4;
+    o.run.batch_size = 32;
+    o.run.steps = 6;
+    o.run.seed = 7;
+    o.run.log_every = 1000;
+    o.run.on_message = [this](const std::string& m) { messages_ += m + "\n"; };
     return o;
   }
 
@@ -65,12 +65,12 @@ class TrainerTest : public ::testing::Test {
   // every step: a step whose arithmetic a test can redo by hand.
   TrainOptions PlainSgd(int64_t batch_size) {
     TrainOptions o = Base();
-    o.learners = 1;
-    o.batch_size = batch_size;
-    o.codec.codec = Codec::kDense;
-    o.momentum = 0;
-    o.lr = 0.05;
-    o.log_every = 1;
+    o.run.learners = 1;
+    o.run.batch_size = batch_size;
+    o.codec.config.codec = Codec::kDense;
+    o.optim.momentum = 0;
+    o.optim.lr = 0.05;
+    o.run.log_every = 1;
     return o;
   }
 
@@ -100,14 +100,14 @@ class TrainerTest : public ::testing::Test {
   TrainSummary StopThenResume(const TrainOptions& o, const std::string& dir, int64_t every,
                               int64_t stop_after) {
     TrainOptions first = o;
-    first.checkpoint_dir = dir;
-    first.checkpoint_every = every;
+    first.run.checkpoint_dir = dir;
+    first.run.checkpoint_every = every;
     TrainTestHooks stop;
     stop.stop_after_steps = stop_after;
     EXPECT_TRUE(Run(first, stop).stopped_early);
     TrainOptions second = o;
-    second.checkpoint_dir = dir;
-    second.resume = true;
+    second.run.checkpoint_dir = dir;
+    second.run.resume = true;
     return Run(second);
   }
 
@@ -119,16 +119,16 @@ TempDir* TrainerTest::data_ = nullptr;
 TEST_F(TrainerTest, ReplicasStayBitIdenticalWithEveryCompressor) {
   for (const char* codec : {"adacomp", "topk", "threshold", "onebit", "terngrad", "dense"}) {
     TrainOptions o = Base();
-    o.codec.codec = *ParseCodec(codec);
-    o.codec.tau = 1e-3f;
-    o.steps = codec == std::string("adacomp") ? 10 : 4;
+    o.codec.config.codec = *ParseCodec(codec);
+    o.codec.config.tau = 1e-3f;
+    o.run.steps = codec == std::string("adacomp") ? 10 : 4;
     TrainSummary s = Run(o);
     ASSERT_EQ(s.learner_weights_sha256.size(), 4u) << codec;
     for (const auto& d : s.learner_weights_sha256) {
       EXPECT_EQ(d, s.weights_sha256) << codec;
     }
     EXPECT_TRUE(s.replicas_identical) << codec;
-    EXPECT_EQ(s.steps, o.steps);
+    EXPECT_EQ(s.steps, o.run.steps);
     // Residues differ between learners (their shards differ), weights do not.
     if (codec == std::string("adacomp")) {
       EXPECT_NE(s.learner_state_sha256[0], s.learner_state_sha256[1]);
@@ -138,17 +138,17 @@ TEST_F(TrainerTest, ReplicasStayBitIdenticalWithEveryCompressor) {
 
 TEST_F(TrainerTest, SameSeedSameDigestWhateverTheThreads) {
   TrainOptions o = Base();
-  o.threads = 1;
+  o.run.threads = 1;
   TrainSummary a = Run(o);
-  o.threads = 4;
+  o.run.threads = 4;
   TrainSummary b = Run(o);
-  o.threads = 2;
+  o.run.threads = 2;
   TrainSummary c = Run(o);
   EXPECT_EQ(a.weights_sha256.size(), 64u);
   EXPECT_EQ(a.weights_sha256, b.weights_sha256);
   EXPECT_EQ(a.weights_sha256, c.weights_sha256);
   EXPECT_EQ(a.learner_state_sha256, b.learner_state_sha256);
-  o.seed = 8;
+  o.run.seed = 8;
   TrainSummary d = Run(o);
   EXPECT_NE(a.weights_sha256, d.weights_sha256);
 }
@@ -156,9 +156,9 @@ TEST_F(TrainerTest, SameSeedSameDigestWhateverTheThreads) {
 TEST_F(TrainerTest, ReduceScatterExchangeTrainsTheSameWeightsAsTheAllGather) {
   for (Codec codec : {Codec::kAdaComp, Codec::kTopK}) {
     TrainOptions o = Base();
-    o.codec.codec = codec;
+    o.codec.config.codec = codec;
     const TrainSummary ag = Run(o);
-    o.exchange = ExchangeKind::kReduceScatter;
+    o.codec.exchange = ExchangeKind::kReduceScatter;
     const TrainSummary rs = Run(o);
     EXPECT_EQ(ag.exchange, "allgather");
     EXPECT_EQ(rs.exchange, "reduce-scatter");
@@ -174,30 +174,30 @@ TEST_F(TrainerTest, ReduceScatterExchangeTrainsTheSameWeightsAsTheAllGather) {
 
 TEST_F(TrainerTest, Float16SumsKeepTheReplicasIdenticalAndChangeTheFingerprint) {
   TrainOptions o = Base();
-  o.exchange = ExchangeKind::kReduceScatter;
+  o.codec.exchange = ExchangeKind::kReduceScatter;
   const TrainSummary exact = Run(o);
-  o.summed_values = ValueMode::kFp16;
+  o.codec.summed_values = ValueMode::kFp16;
   const TrainSummary half = Run(o);
   EXPECT_EQ(half.summed_values, "fp16");
   EXPECT_TRUE(half.replicas_identical);
   EXPECT_NE(half.weights_sha256, exact.weights_sha256) << "binary16 sums are other bits";
   EXPECT_NEAR(half.test_accuracy, exact.test_accuracy, 0.05);
   EXPECT_NE(train::Fingerprint(o, "d"), train::Fingerprint(Base(), "d"));
-  o.exchange = ExchangeKind::kAllGather;  // no reduce-scatter: the sums never travel
+  o.codec.exchange = ExchangeKind::kAllGather;  // no reduce-scatter: the sums never travel
   EXPECT_EQ(train::Fingerprint(o, "d"), train::Fingerprint(Base(), "d"));
 }
 
 TEST_F(TrainerTest, AutoExchangeTrainsTheSameWeightsAndSaysWhichWayEachTensorWent) {
   TrainOptions o = Base();
-  o.dense_below = 1000;  // the biases as dense frames: by slices from step 2 on
+  o.codec.dense_below = 1000;  // the biases as dense frames: by slices from step 2 on
   const TrainSummary ag = Run(o);
-  o.exchange = ExchangeKind::kAuto;
+  o.codec.exchange = ExchangeKind::kAuto;
   const TrainSummary au = Run(o);
   EXPECT_EQ(au.exchange, "auto");
   EXPECT_EQ(au.weights_sha256, ag.weights_sha256);
   EXPECT_EQ(au.learner_state_sha256, ag.learner_state_sha256);
   EXPECT_EQ(au.allgather_tensor_steps + au.reduce_scatter_tensor_steps, au.steps * au.tensors);
-  EXPECT_GT(au.reduce_scatter_tensor_steps, 0) << "dense frames at P = " << o.learners;
+  EXPECT_GT(au.reduce_scatter_tensor_steps, 0) << "dense frames at P = " << o.run.learners;
   EXPECT_GT(au.allgather_tensor_steps, au.tensors) << "the sparse frames stay on the all-gather";
 }
 
@@ -209,15 +209,15 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   // terngrad + adam also covers the compressors' random generators and Adam's moments.
   for (Setting set : {Setting{"adacomp", "sgd"}, Setting{"terngrad", "adam"}}) {
     TrainOptions o = Base();
-    o.codec.codec = *ParseCodec(set.codec);
-    o.optimizer = *ParseOptimizer(set.optimizer);
-    o.steps = 12;
+    o.codec.config.codec = *ParseCodec(set.codec);
+    o.optim.kind = *ParseOptimizer(set.optimizer);
+    o.run.steps = 12;
     TrainSummary full = Run(o);
 
     TempDir ckpt("ckpt");
     TrainOptions first = o;
-    first.checkpoint_dir = ckpt.Path();
-    first.checkpoint_every = 5;
+    first.run.checkpoint_dir = ckpt.Path();
+    first.run.checkpoint_every = 5;
     TrainTestHooks stop;
     stop.stop_after_steps = 7;  // "killed" after step 7: the last checkpoint is step 5
     TrainSummary part = Run(first, stop);
@@ -226,8 +226,8 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
     EXPECT_NE(part.weights_sha256, full.weights_sha256);
 
     TrainOptions second = o;
-    second.checkpoint_dir = ckpt.Path();
-    second.resume = true;
+    second.run.checkpoint_dir = ckpt.Path();
+    second.run.resume = true;
     TrainSummary resumed = Run(second);
     EXPECT_EQ(resumed.resumed_from_step, 5) << set.codec;
     EXPECT_EQ(resumed.steps, 12);
@@ -240,14 +240,14 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
 
 TEST_F(TrainerTest, CorruptedCheckpointIsDetectedAndThePreviousOneUsed) {
   TrainOptions o = Base();
-  o.steps = 12;
+  o.run.steps = 12;
   TrainSummary full = Run(o);
   for (int damage = 0; damage < 2; ++damage) {
     TempDir ckpt("ckpt");
     TrainOptions first = o;
-    first.steps = 10;
-    first.checkpoint_dir = ckpt.Path();
-    first.checkpoint_every = 5;
+    first.run.steps = 10;
+    first.run.checkpoint_dir = ckpt.Path();
+    first.run.checkpoint_every = 5;
     Run(first);  // checkpoints at steps 5 and 10
     auto list = train::ListCheckpoints(ckpt.Path());
     ASSERT_EQ(list.size(), 2u);
@@ -266,8 +266,8 @@ TEST_F(TrainerTest, CorruptedCheckpointIsDetectedAndThePreviousOneUsed) {
     }
     messages_.clear();
     TrainOptions second = o;
-    second.checkpoint_dir = ckpt.Path();
-    second.resume = true;
+    second.run.checkpoint_dir = ckpt.Path();
+    second.run.resume = true;
     TrainSummary resumed = Run(second);
     EXPECT_EQ(resumed.resumed_from_step, 5);
     EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
@@ -281,25 +281,25 @@ TEST_F(TrainerTest, CorruptedCheckpointIsDetectedAndThePreviousOneUsed) {
 TEST_F(TrainerTest, NoUsableCheckpointIsAnError) {
   TempDir ckpt("ckpt");
   TrainOptions o = Base();
-  o.steps = 4;
-  o.checkpoint_dir = ckpt.Path();
-  o.checkpoint_every = 2;
+  o.run.steps = 4;
+  o.run.checkpoint_dir = ckpt.Path();
+  o.run.checkpoint_every = 2;
   Run(o);
   for (const auto& [step, path] : train::ListCheckpoints(ckpt.Path())) {
     std::filesystem::resize_file(path, 10);
   }
-  o.resume = true;
+  o.run.resume = true;
   auto r = Train(o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
   EXPECT_NE(r.status().message().find("no usable checkpoint"), std::string::npos);
   // Different settings are refused rather than silently mixed.
   TempDir other("ckpt");
-  o.resume = false;
-  o.checkpoint_dir = other.Path();
+  o.run.resume = false;
+  o.run.checkpoint_dir = other.Path();
   Run(o);
-  o.resume = true;
-  o.batch_size = 64;
+  o.run.resume = true;
+  o.run.batch_size = 64;
   r = Train(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("different settings"), std::string::npos);
@@ -309,7 +309,7 @@ TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
   // A NaN in learner 2's gradient of tensor 1 at the last step (index 3):
   // nothing may change, so the run equals a 3-step run, residues included.
   TrainOptions o = Base();
-  o.steps = 4;
+  o.run.steps = 4;
   TrainTestHooks nan;
   nan.inject_nan.push_back({3, 2, 1});
   messages_.clear();
@@ -319,16 +319,16 @@ TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
   EXPECT_NE(messages_.find("learner 2"), std::string::npos) << messages_;
   EXPECT_NE(messages_.find("conv1.bias"), std::string::npos) << messages_;
   TrainOptions ref = Base();
-  ref.steps = 3;
+  ref.run.steps = 3;
   TrainSummary three = Run(ref);
   EXPECT_EQ(skipped.weights_sha256, three.weights_sha256);
   EXPECT_EQ(skipped.learner_state_sha256, three.learner_state_sha256);
   EXPECT_EQ(skipped.bytes_sent, three.bytes_sent);
-  ref.steps = 4;
+  ref.run.steps = 4;
   EXPECT_NE(Run(ref).weights_sha256, three.weights_sha256);
 
   // A skip in the middle: training goes on, replicas stay identical.
-  o.steps = 6;
+  o.run.steps = 6;
   nan.inject_nan = {{2, 0, 5}};
   TrainSummary mid = Run(o, nan);
   EXPECT_EQ(mid.skipped_steps, 1);
@@ -337,8 +337,8 @@ TEST_F(TrainerTest, NonFiniteGradientSkipsTheStepEverywhere) {
 
 TEST_F(TrainerTest, TooManyConsecutiveBadStepsStopTheRun) {
   TrainOptions o = Base();
-  o.steps = 8;
-  o.max_bad_steps = 3;
+  o.run.steps = 8;
+  o.run.max_bad_steps = 3;
   TrainTestHooks nan;
   nan.inject_nan = {{1, 0, 0}, {2, 3, 2}, {3, 1, 4}};
   auto r = Train(o, nan);
@@ -353,10 +353,10 @@ TEST_F(TrainerTest, TooManyConsecutiveBadStepsStopTheRun) {
 
 TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
   TrainOptions o = Base();
-  o.codec.codec = Codec::kDense;
-  o.steps = 5;
+  o.codec.config.codec = Codec::kDense;
+  o.run.steps = 5;
   RunResult four = RunWithWeights(o);
-  o.learners = 1;
+  o.run.learners = 1;
   RunResult one = RunWithWeights(o);
   ASSERT_EQ(four.weights.size(), one.weights.size());
   ASSERT_FALSE(one.weights.empty());
@@ -369,8 +369,8 @@ TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
   // Dense sends every element as float32: rate exactly 1.
   EXPECT_DOUBLE_EQ(four.end_to_end_rate, 1.0);
   // A different P with AdaComp is a different algorithm: the weights differ.
-  o.learners = 4;
-  o.codec.codec = Codec::kAdaComp;
+  o.run.learners = 4;
+  o.codec.config.codec = Codec::kAdaComp;
   TrainSummary ada = Run(o);
   EXPECT_NE(ada.weights_sha256, four.weights_sha256);
 }
@@ -381,12 +381,12 @@ TEST_F(TrainerTest, DenseWithPLearnersMatchesOneLearnerOnTheSameGlobalBatch) {
 // plus the step's agreement and headers; per step they add up to the summary.
 TEST_F(TrainerTest, DenseFp16IsAHalfByteRingAndTheWireBytesAreReported) {
   TrainOptions o = Base();
-  o.codec.codec = Codec::kDense;
-  o.steps = 4;
+  o.codec.config.codec = Codec::kDense;
+  o.run.steps = 4;
   RunResult f32 = RunWithWeights(o);
-  o.codec.values = ValueMode::kFp16;
+  o.codec.config.values = ValueMode::kFp16;
   std::vector<StepMetrics> steps;
-  o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  o.run.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
   RunResult f16 = RunWithWeights(o);
   EXPECT_TRUE(f16.replicas_identical);
   EXPECT_EQ(f16.values, "fp16");
@@ -421,9 +421,9 @@ TEST_F(TrainerTest, DenseFp16IsAHalfByteRingAndTheWireBytesAreReported) {
   // Dense fp16 beside another codec cannot be asked for through the
   // trainer (one codec for every tensor), and AdaComp's frames are far
   // smaller on the wire than the ring.
-  o.codec.codec = Codec::kAdaComp;
-  o.codec.values = ValueMode::kTernary;
-  o.on_step = nullptr;
+  o.codec.config.codec = Codec::kAdaComp;
+  o.codec.config.values = ValueMode::kTernary;
+  o.run.on_step = nullptr;
   TrainSummary ada = Run(o);
   EXPECT_GT(ada.transport_received_per_step, 0);
   EXPECT_LT(ada.transport_received_per_step, f16.transport_received_per_step / 10);
@@ -431,12 +431,12 @@ TEST_F(TrainerTest, DenseFp16IsAHalfByteRingAndTheWireBytesAreReported) {
 
 TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
   TrainOptions o = Base();
-  o.steps = 30;
-  o.log_every = 1;
+  o.run.steps = 30;
+  o.run.log_every = 1;
   std::vector<StepMetrics> steps;
-  o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  o.run.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
   TempDir out("metrics");
-  o.metrics_out = out.Path("m.jsonl");
+  o.run.metrics_out = out.Path("m.jsonl");
   TrainSummary s = Run(o);
   ASSERT_EQ(steps.size(), 30u);
   double first = 0, last = 0;
@@ -459,7 +459,7 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
   ASSERT_TRUE(s.selected_per_bin[0]);
   EXPECT_GE(*s.selected_per_bin[0], 1.0);
   // The JSONL file has one object per step with the documented fields.
-  const std::vector<nlohmann::json> rows = ReadJsonLines(o.metrics_out);
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.run.metrics_out);
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json& j = rows[i];
     EXPECT_EQ(j["step"].get<size_t>(), i + 1);
@@ -488,11 +488,11 @@ TEST_F(TrainerTest, LossDecreasesAndMetricsAreConsistent) {
 // without the evaluations.
 TEST_F(TrainerTest, EvaluationsCarryTheTrainingTimeSoFar) {
   TrainOptions o = Base();
-  o.steps = 6;
-  o.eval_every = 2;
-  o.log_every = 1;
+  o.run.steps = 6;
+  o.run.eval_every = 2;
+  o.run.log_every = 1;
   std::vector<StepMetrics> steps;
-  o.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  o.run.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
   TrainSummary s = Run(o);
   ASSERT_EQ(steps.size(), 6u);
   ASSERT_EQ(s.epoch_metrics.size(), 3u);  // steps 2, 4, 6 (an epoch is 10 steps)
@@ -518,8 +518,8 @@ TEST_F(TrainerTest, EvaluationsCarryTheTrainingTimeSoFar) {
 // target, on every learner alike; a target never reached runs to the end.
 TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
   TrainOptions o = Base();
-  o.steps = 20;
-  o.eval_every = 2;
+  o.run.steps = 20;
+  o.run.eval_every = 2;
   TrainSummary full = Run(o);
   ASSERT_EQ(full.epoch_metrics.size(), 10u);
   EXPECT_EQ(full.reached_accuracy_step, -1);
@@ -529,7 +529,7 @@ TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
   size_t first = 0;
   while (full.epoch_metrics[first].test_accuracy < target) ++first;
   ASSERT_LE(first, 4u);
-  o.stop_at_accuracy = target;
+  o.run.stop_at_accuracy = target;
   TrainSummary stopped = Run(o);
   EXPECT_EQ(stopped.steps, full.epoch_metrics[first].step);
   EXPECT_EQ(stopped.reached_accuracy_step, full.epoch_metrics[first].step);
@@ -543,15 +543,15 @@ TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
   // Not reached within the run (4 steps, whose evaluations are below 1): the
   // whole run, as without the option, and null in the JSON.
   ASSERT_LT(full.epoch_metrics[1].test_accuracy, 1.0);
-  o.steps = 4;
-  o.stop_at_accuracy = 0;
+  o.run.steps = 4;
+  o.run.stop_at_accuracy = 0;
   TrainSummary plain = Run(o);
-  o.stop_at_accuracy = 1.0;
+  o.run.stop_at_accuracy = 1.0;
   TrainSummary never = Run(o);
   EXPECT_EQ(never.steps, 4);
   EXPECT_EQ(never.weights_sha256, plain.weights_sha256);
   EXPECT_TRUE(nlohmann::json::parse(never.ToJson())["reached_accuracy"].is_null());
-  o.stop_at_accuracy = 1.5;
+  o.run.stop_at_accuracy = 1.5;
   EXPECT_FALSE(Train(o, {}).ok());
 }
 
@@ -560,13 +560,13 @@ TEST_F(TrainerTest, StopAtAccuracyEndsTheRunAtTheFirstEvaluationReachingIt) {
 // an error naming it.
 TEST_F(TrainerTest, LinkCountersGoIntoTheMetricsLines) {
   TrainOptions o = Base();
-  o.steps = 4;
-  o.log_every = 1;
+  o.run.steps = 4;
+  o.run.log_every = 1;
   TempDir out("link");
-  o.metrics_out = out.Path("m.jsonl");
-  o.link_counters = "lo";
+  o.run.metrics_out = out.Path("m.jsonl");
+  o.run.link_counters = "lo";
   Run(o);
-  const std::vector<nlohmann::json> rows = ReadJsonLines(o.metrics_out);
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.run.metrics_out);
   int64_t last_rx = -1;
   for (const nlohmann::json& j : rows) {
     ASSERT_TRUE(j.contains("link_rx_bytes") && j.contains("link_tx_bytes")) << j.dump();
@@ -576,12 +576,12 @@ TEST_F(TrainerTest, LinkCountersGoIntoTheMetricsLines) {
     last_rx = rx;
   }
   EXPECT_EQ(rows.size(), 4u);
-  o.link_counters = "no-such-if0";
+  o.run.link_counters = "no-such-if0";
   ExpectTrainFails(o, "--link-counters no-such-if0");
   // Without it, no such fields.
-  o.link_counters = "";
+  o.run.link_counters = "";
   Run(o);
-  const std::vector<nlohmann::json> plain = ReadJsonLines(o.metrics_out);
+  const std::vector<nlohmann::json> plain = ReadJsonLines(o.run.metrics_out);
   ASSERT_FALSE(plain.empty());
   EXPECT_FALSE(plain[0].contains("link_rx_bytes"));
 }
@@ -593,14 +593,14 @@ TEST_F(TrainerTest, OtherModelsRun) {
     for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
   }
   TrainOptions o = Base();
-  o.model = Model::kCharLstm;
-  o.data_dir = text.Path("corpus.txt");
-  o.learners = 2;
-  o.batch_size = 8;
-  o.steps = 3;
-  o.seq_len = 16;
-  o.hidden = 16;
-  o.embed = 8;
+  o.model.kind = Model::kCharLstm;
+  o.model.data_dir = text.Path("corpus.txt");
+  o.run.learners = 2;
+  o.run.batch_size = 8;
+  o.run.steps = 3;
+  o.model.seq_len = 16;
+  o.model.hidden = 16;
+  o.model.embed = 8;
   TrainSummary lstm = Run(o);
   EXPECT_TRUE(lstm.rate[2].has_value());
   EXPECT_FALSE(lstm.rate[0].has_value());
@@ -609,17 +609,17 @@ TEST_F(TrainerTest, OtherModelsRun) {
   EXPECT_NE(nlohmann::json::parse(lstm.ToJson())["test_loss_per_char"], nullptr);
 
   o = Base();
-  o.model = Model::kCifarCnn;
-  o.steps = 2;
+  o.model.kind = Model::kCifarCnn;
+  o.run.steps = 2;
   messages_.clear();
   TrainSummary cifar = Run(o);
   EXPECT_NE(cifar.data.find("32x32x3"), std::string::npos) << cifar.data;
   EXPECT_NE(messages_.find("padded to 32x32"), std::string::npos);
 
   o = Base();
-  o.model = Model::kFcDnn;
-  o.optimizer = Optimizer::kAdam;
-  o.steps = 3;
+  o.model.kind = Model::kFcDnn;
+  o.optim.kind = Optimizer::kAdam;
+  o.run.steps = 3;
   TrainSummary fc = Run(o);
   EXPECT_FALSE(fc.rate[0].has_value());
   EXPECT_TRUE(fc.rate[1].has_value());
@@ -627,29 +627,29 @@ TEST_F(TrainerTest, OtherModelsRun) {
 
 TEST_F(TrainerTest, BadOptionsAndDataAreReported) {
   TrainOptions o = Base();
-  o.batch_size = 30;
+  o.run.batch_size = 30;
   Status st = ValidateTrainOptions(o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("not a multiple of --learners 4"), std::string::npos);
   o = Base();
   EXPECT_NE(ParseModel("resnet").status().message().find("resnet"), std::string::npos);
   EXPECT_NE(ParseOptimizer("rmsprop").status().message().find("rmsprop"), std::string::npos);
-  o.model = static_cast<Model>(9);
+  o.model.kind = static_cast<Model>(9);
   EXPECT_NE(ValidateTrainOptions(o).message().find("model 9 is unknown"), std::string::npos);
   o = Base();
   TrainTestHooks nan;
   nan.inject_nan = {{0, 4, 0}};  // learner 4 of 4
   EXPECT_NE(ValidateTrainOptions(o, nan).message().find("NaN injection"), std::string::npos);
   o = Base();
-  o.resume = true;
+  o.run.resume = true;
   EXPECT_NE(ValidateTrainOptions(o).message().find("--checkpoint-dir"), std::string::npos);
   o = Base();
-  o.data_dir = "/nonexistent/adacomp";
+  o.model.data_dir = "/nonexistent/adacomp";
   auto r = Train(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/adacomp"), std::string::npos);
   o = Base();
-  o.batch_size = 1024;  // more than the 320 examples
+  o.run.batch_size = 1024;  // more than the 320 examples
   r = Train(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("exceeds the 320 training examples"), std::string::npos);
@@ -664,9 +664,9 @@ TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
   TempDir letters("trainer-letters");
   train::testing::WriteSyntheticMnist(letters.Path(), "train", 320, false, 3, 27);
   train::testing::WriteSyntheticMnist(letters.Path(), "t10k", 80, false, 4, 27);
-  o.data_dir = letters.Path();
-  o.steps = 30;
-  o.eval_every = 30;
+  o.model.data_dir = letters.Path();
+  o.run.steps = 30;
+  o.run.eval_every = 30;
   TrainSummary s = Run(o);
   // mnist-cnn's last layer is Linear(500, classes): 17 more rows of 501.
   EXPECT_EQ(s.parameters, ten + 17 * 501);
@@ -676,14 +676,14 @@ TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
   TempDir mixed("trainer-mixed");
   train::testing::WriteSyntheticMnist(mixed.Path(), "train", 320, false, 3, 10);
   train::testing::WriteSyntheticMnist(mixed.Path(), "t10k", 80, false, 4, 13);
-  o.data_dir = mixed.Path();
-  o.steps = 4;
+  o.model.data_dir = mixed.Path();
+  o.run.steps = 4;
   EXPECT_EQ(Run(o).parameters, ten + 3 * 501);
 
   TempDir zeros("trainer-zeros");
   train::testing::WriteSyntheticMnist(zeros.Path(), "train", 8, false, 3, 1);
   train::testing::WriteSyntheticMnist(zeros.Path(), "t10k", 8, false, 4, 1);
-  o.data_dir = zeros.Path();
+  o.model.data_dir = zeros.Path();
   ExpectTrainFails(o, "at least two classes");
 }
 
@@ -691,19 +691,19 @@ TEST_F(TrainerTest, ClassCountComesFromTheLabels) {
 // ring all-reduce), and AdaComp takes over after them.
 TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
   TrainOptions dense = Base();
-  dense.codec.codec = Codec::kDense;
-  dense.steps = 3;
+  dense.codec.config.codec = Codec::kDense;
+  dense.run.steps = 3;
   TrainOptions warm = Base();
-  warm.dense_warmup_steps = 3;
-  warm.steps = 3;
+  warm.codec.dense_warmup_steps = 3;
+  warm.run.steps = 3;
   const TrainSummary a = Run(dense), b = Run(warm);
   EXPECT_EQ(a.weights_sha256, b.weights_sha256);
   EXPECT_EQ(b.dense_warmup_steps, 3);
 
   std::vector<StepMetrics> steps;
-  warm.steps = 6;
-  warm.log_every = 1;
-  warm.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
+  warm.run.steps = 6;
+  warm.run.log_every = 1;
+  warm.run.on_step = [&](const StepMetrics& m) { steps.push_back(m); };
   const TrainSummary c = Run(warm);
   ASSERT_EQ(steps.size(), 6u);
   for (const StepMetrics& m : steps) {
@@ -725,11 +725,11 @@ TEST_F(TrainerTest, DenseWarmupIsTheDenseRunThenTheCodec) {
 // the step decay.
 TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
   TrainOptions o = PlainSgd(8);
-  o.steps = 7;
-  o.lr_warmup_steps = 4;
-  o.lr_decay_epochs = {1};  // 320 examples / 8 = 40 steps an epoch: not reached
+  o.run.steps = 7;
+  o.optim.lr_warmup_steps = 4;
+  o.optim.lr_decay_epochs = {1};  // 320 examples / 8 = 40 steps an epoch: not reached
   std::vector<double> lrs;
-  o.on_step = [&](const StepMetrics& m) { lrs.push_back(m.lr); };
+  o.run.on_step = [&](const StepMetrics& m) { lrs.push_back(m.lr); };
   const TrainSummary warm = Run(o);
   EXPECT_EQ(warm.lr_warmup_steps, 4);
   const std::vector<double> want = {0.0125, 0.025, 0.0375, 0.05, 0.05, 0.05, 0.05};
@@ -738,20 +738,20 @@ TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
 
   // One step of plain SGD warmed up over 4 steps is one step at lr / 4.
   TrainOptions one = o;
-  one.on_step = nullptr;
-  one.steps = 1;
+  one.run.on_step = nullptr;
+  one.run.steps = 1;
   TrainOptions quarter = one;
-  quarter.lr_warmup_steps = 0;
-  quarter.lr = 0.0125;
+  quarter.optim.lr_warmup_steps = 0;
+  quarter.optim.lr = 0.0125;
   TrainOptions full = quarter;
-  full.lr = 0.05;
+  full.optim.lr = 0.05;
   const std::vector<float> w1 = RunWithWeights(one).weights, wq = RunWithWeights(quarter).weights;
   ASSERT_FALSE(w1.empty());
   EXPECT_EQ(w1, wq);
   EXPECT_NE(w1, RunWithWeights(full).weights);
 
   TrainOptions bad = Base();
-  bad.lr_warmup_steps = -1;
+  bad.optim.lr_warmup_steps = -1;
   EXPECT_FALSE(Train(bad).ok());
 }
 
@@ -761,33 +761,33 @@ TEST_F(TrainerTest, LrWarmupRaisesTheLearningRateLinearly) {
 // factor is 0.5, exact in float); a limit above the norm changes nothing.
 TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
   TrainOptions o = PlainSgd(16);
-  o.steps = 1;
+  o.run.steps = 1;
   double norm = 0;
-  o.on_step = [&](const StepMetrics& m) { norm = m.grad_norm; };
+  o.run.on_step = [&](const StepMetrics& m) { norm = m.grad_norm; };
   const TrainSummary plain = Run(o);
   ASSERT_GT(norm, 0);
-  o.on_step = nullptr;
+  o.run.on_step = nullptr;
 
   TrainOptions above = o;
-  above.clip_grad_norm = norm * 1.01;
+  above.optim.clip_grad_norm = norm * 1.01;
   EXPECT_EQ(Run(above).weights_sha256, plain.weights_sha256);
 
   TrainOptions clipped = o;
-  clipped.clip_grad_norm = norm / 2;
+  clipped.optim.clip_grad_norm = norm / 2;
   double seen = 0;
-  clipped.on_step = [&](const StepMetrics& m) { seen = m.grad_norm; };
+  clipped.run.on_step = [&](const StepMetrics& m) { seen = m.grad_norm; };
   const TrainSummary c = Run(clipped);
   EXPECT_EQ(seen, norm) << "grad_norm is the norm before clipping";
   EXPECT_NE(c.weights_sha256, plain.weights_sha256);
   TrainOptions half_lr = o;
-  half_lr.lr = o.lr / 2;
+  half_lr.optim.lr = o.optim.lr / 2;
   EXPECT_EQ(c.weights_sha256, Run(half_lr).weights_sha256);
   EXPECT_EQ(c.clip_grad_norm, norm / 2);
 
   // With AdaComp and four learners the replicas still agree, and a clipped
   // run differs from an unclipped one.
   TrainOptions ada = Base();
-  ada.clip_grad_norm = 1e-3;
+  ada.optim.clip_grad_norm = 1e-3;
   const TrainSummary a = Run(ada);
   EXPECT_TRUE(a.replicas_identical);
   EXPECT_NE(a.weights_sha256, Run(Base()).weights_sha256);
@@ -795,7 +795,7 @@ TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
   for (double bad :
        {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     TrainOptions b = Base();
-    b.clip_grad_norm = bad;
+    b.optim.clip_grad_norm = bad;
     SCOPED_TRACE(bad);
     ExpectTrainFails(b, "--clip-grad-norm");
   }
@@ -810,28 +810,28 @@ TEST_F(TrainerTest, ClipGradNormScalesTheGradientToTheLimit) {
 // digest).
 TEST_F(TrainerTest, LocalOptimizer) {
   TrainOptions one = Base();
-  one.learners = 1;
-  one.batch_size = 16;
-  one.codec.codec = Codec::kDense;
+  one.run.learners = 1;
+  one.run.batch_size = 16;
+  one.codec.config.codec = Codec::kDense;
   TrainOptions one_mc = one;
-  one_mc.local_optimizer = true;
+  one_mc.codec.local_optimizer = true;
   const TrainSummary plain = Run(one);
   const TrainSummary corrected = Run(one_mc);
   EXPECT_TRUE(corrected.local_optimizer);
   EXPECT_EQ(corrected.weights_sha256, plain.weights_sha256);
   TrainOptions no_momentum = one;
-  no_momentum.momentum = 0;
+  no_momentum.optim.momentum = 0;
   EXPECT_NE(Run(no_momentum).weights_sha256, plain.weights_sha256);
 
   // One step: after more, Adam's division by the root mean square turns the
   // rounding of near-zero gradients into whole steps of either sign.
   TrainOptions adam = one;
-  adam.optimizer = Optimizer::kAdam;
-  adam.steps = 1;
+  adam.optim.kind = Optimizer::kAdam;
+  adam.run.steps = 1;
   TrainOptions adam_local = adam;
-  adam_local.local_optimizer = true;
+  adam_local.codec.local_optimizer = true;
   TrainOptions adam_eps = adam;  // how far a small change of Adam moves the weights
-  adam_eps.adam_eps = 1e-7;
+  adam_eps.optim.adam_eps = 1e-7;
   const std::vector<float> wa = RunWithWeights(adam).weights,
                            wl = RunWithWeights(adam_local).weights,
                            we = RunWithWeights(adam_eps).weights;
@@ -846,9 +846,9 @@ TEST_F(TrainerTest, LocalOptimizer) {
   EXPECT_GT(diff_eps, 1e-6) << "the bound above would not see a change of Adam";
 
   TrainOptions o = Base();
-  o.steps = 8;
+  o.run.steps = 8;
   TrainOptions mc = o;
-  mc.local_optimizer = true;
+  mc.codec.local_optimizer = true;
   const TrainSummary full = Run(mc);
   EXPECT_TRUE(full.replicas_identical);
   EXPECT_NE(full.weights_sha256, Run(o).weights_sha256);
@@ -859,7 +859,7 @@ TEST_F(TrainerTest, LocalOptimizer) {
   const TrainSummary skipped = Run(mc, nan);
   EXPECT_EQ(skipped.skipped_steps, 1);
   TrainOptions seven = mc;
-  seven.steps = 7;
+  seven.run.steps = 7;
   const TrainSummary s7 = Run(seven);
   EXPECT_EQ(skipped.weights_sha256, s7.weights_sha256);
   EXPECT_EQ(skipped.learner_state_sha256, s7.learner_state_sha256);
@@ -872,21 +872,21 @@ TEST_F(TrainerTest, LocalOptimizer) {
   EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
   // The checkpoint of a corrected run is not resumed without the option.
   TrainOptions without = o;
-  without.checkpoint_dir = ckpt.Path();
-  without.resume = true;
+  without.run.checkpoint_dir = ckpt.Path();
+  without.run.resume = true;
   EXPECT_FALSE(Train(without).ok());
 
   // Adam with AdaComp: replicas agree; differs from Adam after aggregation.
   TrainOptions la = mc;
-  la.optimizer = Optimizer::kAdam;
+  la.optim.kind = Optimizer::kAdam;
   const TrainSummary local_adam = Run(la);
   EXPECT_TRUE(local_adam.replicas_identical);
   TrainOptions pa = o;
-  pa.optimizer = Optimizer::kAdam;
+  pa.optim.kind = Optimizer::kAdam;
   EXPECT_NE(local_adam.weights_sha256, Run(pa).weights_sha256);
 
   TrainOptions zero = mc;
-  zero.momentum = 0;
+  zero.optim.momentum = 0;
   ExpectTrainFails(zero, "--local-optimizer");
 }
 
@@ -896,12 +896,12 @@ TEST_F(TrainerTest, LocalOptimizer) {
 // for the fc weights, the paper's Adam run for the others.
 TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   TrainOptions paper = Base();
-  paper.optimizer = Optimizer::kAdam;
-  paper.steps = 1;
+  paper.optim.kind = Optimizer::kAdam;
+  paper.run.steps = 1;
   TrainOptions local = paper;
-  local.local_optimizer = true;
+  local.codec.local_optimizer = true;
   TrainOptions fc = local;
-  fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  fc.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
   const RunResult d = RunWithWeights(paper), l = RunWithWeights(local), m = RunWithWeights(fc);
   EXPECT_EQ(m.local_optimizer_types, std::vector<std::string>{"fc"});
   EXPECT_EQ(l.local_optimizer_types.size(), 4u);
@@ -927,15 +927,15 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
 
   // Every type named is every tensor: the same run as --local-optimizer.
   TrainOptions all = Base();
-  all.local_optimizer = true;
+  all.codec.local_optimizer = true;
   TrainOptions every = all;
-  every.local_optimizer_types = (1u << kLayerTypeCount) - 1;
+  every.codec.local_optimizer_types = (1u << kLayerTypeCount) - 1;
   const TrainSummary a = Run(all);
   EXPECT_EQ(Run(every).weights_sha256, a.weights_sha256);
 
   // SGD, fc only: replicas agree, and differ from both neighbours.
   TrainOptions sgd_fc = all;
-  sgd_fc.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  sgd_fc.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
   const TrainSummary sf = Run(sgd_fc);
   EXPECT_TRUE(sf.replicas_identical);
   EXPECT_NE(sf.weights_sha256, a.weights_sha256);
@@ -945,17 +945,17 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   // optimizer state, the others do), and only with the same types.
   TempDir ckpt("ckpt-mixed");
   TrainOptions first = sgd_fc;
-  first.checkpoint_dir = ckpt.Path();
-  first.checkpoint_every = 3;
+  first.run.checkpoint_dir = ckpt.Path();
+  first.run.checkpoint_every = 3;
   TrainTestHooks stop;
   stop.stop_after_steps = 5;
   EXPECT_TRUE(Run(first, stop).stopped_early);
   TrainOptions other_types = first;
-  other_types.resume = true;
-  other_types.local_optimizer_types = 1u << static_cast<int>(LayerType::kConv);
+  other_types.run.resume = true;
+  other_types.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kConv);
   EXPECT_FALSE(Train(other_types).ok());
   TrainOptions second = first;
-  second.resume = true;
+  second.run.resume = true;
   const TrainSummary resumed = Run(second);
   EXPECT_EQ(resumed.resumed_from_step, 3);
   EXPECT_EQ(resumed.weights_sha256, sf.weights_sha256);
@@ -964,13 +964,13 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   // Refused: types without the local optimizer, types beyond the four, and
   // types the model does not have.
   TrainOptions without = Base();
-  without.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
+  without.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kFc);
   EXPECT_FALSE(Train(without).ok());
   TrainOptions beyond = all;
-  beyond.local_optimizer_types = 1u << kLayerTypeCount;
+  beyond.codec.local_optimizer_types = 1u << kLayerTypeCount;
   EXPECT_FALSE(Train(beyond).ok());
   TrainOptions lstm = all;
-  lstm.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
+  lstm.codec.local_optimizer_types = 1u << static_cast<int>(LayerType::kLstm);
   ExpectTrainFails(lstm, "no tensor of those layer types");
 }
 
@@ -980,7 +980,7 @@ TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {
   TrainOptions o = Base();
   // mnist-cnn: the four biases (20, 50, 500 and 10 elements) and conv1's
   // weight (20 x 1 x 5 x 5 = 500); conv2 (25,000) and the fc weights stay.
-  o.dense_below = 500;
+  o.codec.dense_below = 500;
   const TrainSummary s = Run(o);
   EXPECT_EQ(s.dense_tensors, 5);
   EXPECT_TRUE(s.replicas_identical);
@@ -991,31 +991,31 @@ TEST_F(TrainerTest, DenseBelowSendsSmallTensorsDense) {
   EXPECT_GT(*s.rate[static_cast<int>(LayerType::kFc)], 20.0);  // still AdaComp
 
   TrainOptions all = Base();
-  all.dense_below = int64_t{1} << 40;
+  all.codec.dense_below = int64_t{1} << 40;
   TrainOptions dense = Base();
-  dense.codec.codec = Codec::kDense;
+  dense.codec.config.codec = Codec::kDense;
   EXPECT_EQ(Run(all).weights_sha256, Run(dense).weights_sha256);
 
   TrainOptions bad = Base();
-  bad.dense_below = -1;
+  bad.codec.dense_below = -1;
   EXPECT_FALSE(Train(bad).ok());
 }
 
 // --bin-sizes: a per-type bin size applies to that type's tensors only.
 TEST_F(TrainerTest, PerTypeBinSizes) {
   TrainOptions one = Base();
-  one.bin_size = 100;
+  one.codec.bin_size = 100;
   TrainOptions each = Base();
-  for (uint32_t& b : each.bin_size_by_type) b = 100;
+  for (uint32_t& b : each.codec.bin_size_by_type) b = 100;
   const TrainSummary a = Run(one), b = Run(each);
   EXPECT_EQ(a.weights_sha256, b.weights_sha256);
 
   TrainOptions conv_default = Base();
-  conv_default.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 50;  // the default
+  conv_default.codec.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 50;  // the default
   EXPECT_EQ(Run(conv_default).weights_sha256, Run(Base()).weights_sha256);
 
   TrainOptions conv_small = Base();
-  conv_small.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 10;
+  conv_small.codec.bin_size_by_type[static_cast<int>(LayerType::kConv)] = 10;
   const TrainSummary c = Run(conv_small), d = Run(Base());
   EXPECT_NE(c.weights_sha256, d.weights_sha256);
   // Smaller conv bins select more conv elements: a lower conv rate.
@@ -1028,13 +1028,13 @@ TEST_F(TrainerTest, PerTypeBinSizes) {
 TEST_F(TrainerTest, DiagnosticsLeaveTheRunUnchanged) {
   TempDir dir("diagnostics");
   TrainOptions o = Base();
-  o.log_every = 2;
+  o.run.log_every = 2;
   const TrainSummary plain = Run(o);
-  o.diagnostics_out = dir.Path() + "/d.jsonl";
+  o.run.diagnostics_out = dir.Path() + "/d.jsonl";
   const TrainSummary probed = Run(o);
   EXPECT_EQ(plain.weights_sha256, probed.weights_sha256);
   EXPECT_EQ(plain.learner_state_sha256, probed.learner_state_sha256);
-  const std::vector<nlohmann::json> rows = ReadJsonLines(o.diagnostics_out);
+  const std::vector<nlohmann::json> rows = ReadJsonLines(o.run.diagnostics_out);
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json& j = rows[i];
     const int step = 2 * static_cast<int>(i + 1);
@@ -1052,7 +1052,7 @@ TEST_F(TrainerTest, DiagnosticsLeaveTheRunUnchanged) {
 // A straggler: the summary names the learner the others wait for.
 TEST_F(TrainerTest, TheSummaryNamesTheSlowestLearner) {
   TrainOptions o = Base();
-  o.threads = 4;  // every learner computes at once, so the sleep is its own
+  o.run.threads = 4;  // every learner computes at once, so the sleep is its own
   TrainTestHooks hooks;
   hooks.slow_rank = 2;
   hooks.slow_ms = 60;
@@ -1082,18 +1082,18 @@ class ScheduleTrainerTest : public TrainerTest {};
 // on, equals the uninterrupted run (weights, every learner's state, bytes).
 TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
   TrainOptions o = Base();
-  o.steps = 12;
+  o.run.steps = 12;
   std::vector<StepMetrics> fixed_steps, ramp_steps;
-  o.log_every = 1;
-  o.on_step = [&](const StepMetrics& m) { fixed_steps.push_back(m); };
+  o.run.log_every = 1;
+  o.run.on_step = [&](const StepMetrics& m) { fixed_steps.push_back(m); };
   const TrainSummary fixed = Run(o);
   EXPECT_EQ(fixed.bin_schedule, "fixed");
 
   TrainOptions ramp = o;
-  ramp.bin_schedule.ramp_steps = 8;
-  ramp.bin_schedule.ramp_start = 4;
-  ramp.bin_schedule.ramp_stages = 2;
-  ramp.on_step = [&](const StepMetrics& m) { ramp_steps.push_back(m); };
+  ramp.codec.bin_schedule.ramp_steps = 8;
+  ramp.codec.bin_schedule.ramp_start = 4;
+  ramp.codec.bin_schedule.ramp_stages = 2;
+  ramp.run.on_step = [&](const StepMetrics& m) { ramp_steps.push_back(m); };
   const TrainSummary ramped = Run(ramp);
   EXPECT_TRUE(ramped.replicas_identical);
   EXPECT_NE(ramped.weights_sha256, fixed.weights_sha256);
@@ -1104,17 +1104,17 @@ TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
   EXPECT_GT(ramped.bytes_sent, fixed.bytes_sent);
 
   TrainOptions at_target = o;  // the ramp's start at every target: nothing changes
-  at_target.on_step = nullptr;
-  at_target.bin_schedule.ramp_steps = 8;
-  at_target.bin_schedule.ramp_start = 500;
-  at_target.bin_schedule.ramp_stages = 2;
+  at_target.run.on_step = nullptr;
+  at_target.codec.bin_schedule.ramp_steps = 8;
+  at_target.codec.bin_schedule.ramp_start = 500;
+  at_target.codec.bin_schedule.ramp_stages = 2;
   EXPECT_EQ(Run(at_target).weights_sha256, fixed.weights_sha256);
 
   TrainOptions both = ramp;
-  both.on_step = nullptr;
-  both.bin_schedule.adapt_threshold = 0.05;
-  both.bin_schedule.adapt_window = 2;
-  both.bin_schedule.adapt_hold = 3;
+  both.run.on_step = nullptr;
+  both.codec.bin_schedule.adapt_threshold = 0.05;
+  both.codec.bin_schedule.adapt_window = 2;
+  both.codec.bin_schedule.adapt_hold = 3;
   const TrainSummary full = Run(both);
   EXPECT_GT(full.lightened_tensor_steps, 0);
   TempDir ckpt("ckpt-schedule");
@@ -1126,13 +1126,13 @@ TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
   EXPECT_EQ(resumed.bytes_sent, full.bytes_sent);
   // A checkpoint of the fixed run is not resumed under a schedule.
   TrainOptions other = o;
-  other.on_step = nullptr;
-  other.checkpoint_dir = ckpt.Path();
-  other.resume = true;
+  other.run.on_step = nullptr;
+  other.run.checkpoint_dir = ckpt.Path();
+  other.run.resume = true;
   EXPECT_FALSE(Train(other).ok());
   // A schedule with another codec is refused.
   TrainOptions topk = ramp;
-  topk.codec.codec = Codec::kTopK;
+  topk.codec.config.codec = Codec::kTopK;
   EXPECT_FALSE(Train(topk).ok());
 }
 

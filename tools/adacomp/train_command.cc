@@ -76,7 +76,7 @@ Result<std::vector<int64_t>> ParseEpochList(const std::string& text) {
   return out;
 }
 
-// "conv=50,lstm=100" -> o->bin_size_by_type
+// "conv=50,lstm=100" -> o->codec.bin_size_by_type
 Status ParseBinSizes(const std::string& text, TrainOptions* o) {
   std::stringstream ss(text);
   std::string item;
@@ -96,12 +96,12 @@ Status ParseBinSizes(const std::string& text, TrainOptions* o) {
       return Status::InvalidArgument("--bin-sizes: L_T of " + item.substr(0, eq) +
                                      " must be between 1 and 4294967295");
     }
-    o->bin_size_by_type[static_cast<int>(*type)] = static_cast<uint32_t>(*v);
+    o->codec.bin_size_by_type[static_cast<int>(*type)] = static_cast<uint32_t>(*v);
   }
   return Status::OK();
 }
 
-// "fc,other" -> o->local_optimizer_types (and the local optimizer on).
+// "fc,other" -> o->codec.local_optimizer_types (and the local optimizer on).
 Status ParseLocalTypes(const std::string& text, TrainOptions* o) {
   if (text.empty()) return Status::OK();
   std::stringstream ss(text);
@@ -112,9 +112,9 @@ Status ParseLocalTypes(const std::string& text, TrainOptions* o) {
       return Status::InvalidArgument("--local-optimizer-types: unknown layer type '" + item +
                                      "' (expected conv, fc, lstm or other)");
     }
-    o->local_optimizer_types |= 1u << static_cast<int>(*type);
+    o->codec.local_optimizer_types |= 1u << static_cast<int>(*type);
   }
-  o->local_optimizer = true;
+  o->codec.local_optimizer = true;
   return Status::OK();
 }
 
@@ -125,38 +125,38 @@ int ParseTrainOptions(TrainArgs& a) {
   TrainOptions& o = a.o;
   auto model = ParseModel(a.model);
   if (!model.ok()) return Fail(kCmd, kExitBadUsage, model.status().message());
-  o.model = *model;
+  o.model.kind = *model;
   auto optimizer = ParseOptimizer(a.optimizer);
   if (!optimizer.ok()) return Fail(kCmd, kExitBadUsage, optimizer.status().message());
-  o.optimizer = *optimizer;
+  o.optim.kind = *optimizer;
   auto codec = ParseCodec(a.compressor);
   if (!codec.ok()) {
     return Fail(kCmd, kExitBadUsage,
                 "--codec: unknown '" + a.compressor +
                     "' (expected dense, adacomp, topk, threshold, onebit or terngrad)");
   }
-  o.codec.codec = *codec;
+  o.codec.config.codec = *codec;
   auto values = ParseValueMode(a.values);
   if (!values.ok()) {
     return Fail(kCmd, kExitBadUsage,
                 "--values: unknown '" + a.values + "' (expected ternary, fp16 or fp32)");
   }
-  o.codec.values = *values;
+  o.codec.config.values = *values;
   auto decay = ParseEpochList(a.lr_decay_epochs);
   if (!decay.ok()) return Fail(kCmd, kExitBadUsage, decay.status().message());
-  o.lr_decay_epochs = *decay;
+  o.optim.lr_decay_epochs = *decay;
   if (Status st = ParseBinSizes(a.bin_sizes, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
   auto exchange = ParseExchangeKind(a.exchange);
   if (!exchange.ok())
     return Fail(kCmd, kExitBadUsage, "--exchange: " + exchange.status().message());
-  o.exchange = *exchange;
+  o.codec.exchange = *exchange;
   if (a.summed_values != "fp32" && a.summed_values != "fp16") {
     return Fail(kCmd, kExitBadUsage,
                 "--summed-values: fp32 or fp16, not '" + a.summed_values + "'");
   }
-  o.summed_values = a.summed_values == "fp16" ? ValueMode::kFp16 : ValueMode::kFp32;
+  o.codec.summed_values = a.summed_values == "fp16" ? ValueMode::kFp16 : ValueMode::kFp32;
   if (Status st = ParseLocalTypes(a.local_optimizer_types, &o); !st.ok()) {
     return Fail(kCmd, kExitBadUsage, st.message());
   }
@@ -225,10 +225,10 @@ int SetUpMpi([[maybe_unused]] TrainArgs& a, [[maybe_unused]] std::unique_ptr<Com
   auto made = CreateMpiCommunicator(mo);
   if (!made.ok()) return Fail(kCmd, kExitBadData, made.status().message());
   *mpi = std::move(made).value();
-  if (a.learners_opt->count() == 0) o.learners = (*mpi)->size();
-  if (o.learners != (*mpi)->size()) {
+  if (a.learners_opt->count() == 0) o.run.learners = (*mpi)->size();
+  if (o.run.learners != (*mpi)->size()) {
     return Fail(kCmd, kExitBadUsage,
-                "--learners " + std::to_string(o.learners) + " differs from the " +
+                "--learners " + std::to_string(o.run.learners) + " differs from the " +
                     std::to_string((*mpi)->size()) + " MPI processes (one learner per process)");
   }
   return kExitOk;
@@ -247,12 +247,12 @@ class Progress {
   // Sets a.o's on_message, on_step and on_epoch to this one, which must
   // outlive the run.
   explicit Progress(TrainArgs& a) : a_(a), tty_(::isatty(STDERR_FILENO) == 1 && !a.quiet) {
-    a.o.on_message = [this](const std::string& m) {
+    a.o.run.on_message = [this](const std::string& m) {
       Clear();
       std::fprintf(stderr, "%s\n", m.c_str());
     };
-    a.o.on_step = [this](const StepMetrics& m) { Step(m); };
-    a.o.on_epoch = [this](const EpochMetrics& e) { Epoch(e); };
+    a.o.run.on_step = [this](const StepMetrics& m) { Step(m); };
+    a.o.run.on_epoch = [this](const EpochMetrics& e) { Epoch(e); };
   }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -283,7 +283,7 @@ class Progress {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
       std::fflush(stderr);
       shown_ = true;
-    } else if (m.step % a_.o.log_every == 0 || m.step == m.total_steps) {
+    } else if (m.step % a_.o.run.log_every == 0 || m.step == m.total_steps) {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
   }
@@ -364,7 +364,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
       "the file); 2 bad options.\n");
   app->add_option("--model", args->model, "mnist-cnn | cifar-cnn | fc-dnn | char-lstm")
       ->capture_default_str();
-  app->add_option("--data-dir", o.data_dir,
+  app->add_option("--data-dir", o.model.data_dir,
                   "MNIST-layout IDX directory (default /usr/share/datasets/fashion-mnist), a "
                   "CIFAR-10 binary directory (cifar-cnn), or a text file/directory (char-lstm, "
                   "default /usr/share/games/fortunes)");
@@ -375,34 +375,35 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "threshold | onebit | terngrad")
       ->capture_default_str();
   args->learners_opt =
-      app->add_option("--learners,-P", o.learners,
+      app->add_option("--learners,-P", o.run.learners,
                       "number of learners P (under mpirun: one per process, default the "
                       "number of processes)")
           ->capture_default_str();
-  app->add_option("--batch-size,-B", o.batch_size, "global minibatch (a multiple of P)")
+  app->add_option("--batch-size,-B", o.run.batch_size, "global minibatch (a multiple of P)")
       ->capture_default_str();
   args->epochs_opt =
-      app->add_option("--epochs", o.epochs, "epochs to train")->capture_default_str();
-  app->add_option("--steps", o.steps, "train exactly this many steps instead of --epochs")
+      app->add_option("--epochs", o.run.epochs, "epochs to train")->capture_default_str();
+  app->add_option("--steps", o.run.steps, "train exactly this many steps instead of --epochs")
       ->excludes(args->epochs_opt);
   app->add_option("--optimizer", args->optimizer, "sgd (with momentum) | adam")
       ->capture_default_str();
-  app->add_option("--lr", o.lr,
+  app->add_option("--lr", o.optim.lr,
                   "learning rate (default per model: sgd 0.02 CNNs, 0.05 fc-dnn, "
                   "1.0 char-lstm; adam 1e-3, 2e-3 char-lstm)");
-  app->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
-  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  app->add_option("--momentum", o.optim.momentum, "SGD momentum")->capture_default_str();
+  app->add_option("--weight-decay", o.optim.weight_decay, "L2 weight decay")->capture_default_str();
   app->add_option("--lr-decay-epochs", args->lr_decay_epochs,
                   "comma-separated epochs at which lr is multiplied by --lr-decay-factor");
-  app->add_option("--lr-decay-factor", o.lr_decay_factor)->capture_default_str();
-  app->add_option("--lr-warmup-steps", o.lr_warmup_steps,
+  app->add_option("--lr-decay-factor", o.optim.lr_decay_factor)->capture_default_str();
+  app->add_option("--lr-warmup-steps", o.optim.lr_warmup_steps,
                   "raise the lr linearly over the first N steps (step t at lr x (t+1)/N), as "
                   "large-batch training does; 0 = off");
-  app->add_option("--bin-size", o.bin_size, "AdaComp L_T for every tensor (default per layer)");
+  app->add_option("--bin-size", o.codec.bin_size,
+                  "AdaComp L_T for every tensor (default per layer)");
   app->add_option("--bin-sizes", args->bin_sizes,
                   "AdaComp L_T per layer type, e.g. conv=50,fc=500,lstm=100,other=500 (types "
                   "left out keep --bin-size or the default)");
-  BinSchedule& bs = o.bin_schedule;
+  BinSchedule& bs = o.codec.bin_schedule;
   app->add_option("--ramp-steps", bs.ramp_steps,
                   "AdaComp bin-size ramp: over the first N steps L_T climbs from --ramp-start "
                   "to each tensor's L_T in --ramp-stages geometric stages; 0 = off (fixed L_T)");
@@ -427,16 +428,16 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "all-gather's result) or fp16 (binary16, about half the bytes once the sums "
                   "are dense; every learner takes the rounded values)")
       ->capture_default_str();
-  app->add_option("--dense-below", o.dense_below,
+  app->add_option("--dense-below", o.codec.dense_below,
                   "send tensors of at most this many elements dense (float32 frames, no "
                   "residue) whatever the codec; 0 = off");
-  app->add_option("--dense-warmup-steps", o.dense_warmup_steps,
+  app->add_option("--dense-warmup-steps", o.codec.dense_warmup_steps,
                   "exchange the first N steps dense (ring all-reduce, residues untouched); "
                   "0 = off");
-  app->add_option("--clip-grad-norm", o.clip_grad_norm,
+  app->add_option("--clip-grad-norm", o.optim.clip_grad_norm,
                   "each learner scales its gradient to an L2 norm (over all tensors) of at "
                   "most this before the exchange, whatever the codec; 0 = off");
-  app->add_flag("--local-optimizer,--momentum-correction", o.local_optimizer,
+  app->add_flag("--local-optimizer,--momentum-correction", o.codec.local_optimizer,
                 "each learner runs the optimizer's moments on its own gradient and compresses "
                 "the step (SGD: its velocity, sent elements' velocity zeroed: momentum "
                 "correction; Adam: its Adam step); the average is applied as plain SGD. Off = "
@@ -449,40 +450,42 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                   "AdaComp values: ternary | fp16 | fp32; with --codec dense, fp16 "
                   "sends binary16 (a ring all-reduce of half the bytes), otherwise float32")
       ->capture_default_str();
-  app->add_option("--density", o.codec.density, "topk density")->capture_default_str();
-  app->add_option("--tau", o.codec.tau, "threshold tau")->capture_default_str();
-  app->add_option("--seed", o.seed, "seed of init, shuffling and terngrad")->capture_default_str();
-  app->add_option("--threads", o.threads,
+  app->add_option("--density", o.codec.config.density, "topk density")->capture_default_str();
+  app->add_option("--tau", o.codec.config.tau, "threshold tau")->capture_default_str();
+  app->add_option("--seed", o.run.seed, "seed of init, shuffling and terngrad")
+      ->capture_default_str();
+  app->add_option("--threads", o.run.threads,
                   "learners computing at once (default: cores); results do not depend on it");
-  app->add_option("--metrics-out", o.metrics_out, "JSONL file, one object per logged step");
-  app->add_option("--link-counters", o.link_counters,
+  app->add_option("--metrics-out", o.run.metrics_out, "JSONL file, one object per logged step");
+  app->add_option("--link-counters", o.run.link_counters,
                   "IFACE: each metrics line also gets rank 0's host's rx/tx byte counters of "
                   "that network interface (link_rx_bytes, link_tx_bytes)");
-  app->add_option("--diagnostics-out", o.diagnostics_out,
+  app->add_option("--diagnostics-out", o.run.diagnostics_out,
                   "JSONL file: rank 0's residue per tensor every --log-every steps (share "
                   "sent, scale vs |G| sent, residue and gradient norms, steps elements wait)");
   app->add_option("--summary-out", args->summary_out, "JSON file with the run summary");
   app->add_option(
-      "--checkpoint-dir", o.checkpoint_dir,
+      "--checkpoint-dir", o.run.checkpoint_dir,
       "write checkpoints here (every epoch, every --checkpoint-every steps, at the end)");
-  app->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
-  app->add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept")
+  app->add_option("--checkpoint-every", o.run.checkpoint_every, "steps between checkpoints");
+  app->add_option("--keep-checkpoints", o.run.keep_checkpoints, "checkpoints kept")
       ->capture_default_str();
-  app->add_flag("--resume", o.resume, "continue from the newest valid checkpoint");
-  app->add_option("--log-every", o.log_every, "steps between metrics lines")->capture_default_str();
-  app->add_option("--eval-every", o.eval_every, "also evaluate every N steps");
-  app->add_option("--stop-at-accuracy", o.stop_at_accuracy,
+  app->add_flag("--resume", o.run.resume, "continue from the newest valid checkpoint");
+  app->add_option("--log-every", o.run.log_every, "steps between metrics lines")
+      ->capture_default_str();
+  app->add_option("--eval-every", o.run.eval_every, "also evaluate every N steps");
+  app->add_option("--stop-at-accuracy", o.run.stop_at_accuracy,
                   "end the run at the first evaluation reaching this test accuracy (0-1; "
                   "time-to-accuracy runs; the summary's reached_accuracy says when)")
       ->capture_default_str();
-  app->add_option("--train-limit", o.train_limit, "use only the first N training examples");
-  app->add_option("--test-limit", o.test_limit, "evaluate on the first N test examples");
-  app->add_option("--max-bad-steps", o.max_bad_steps,
+  app->add_option("--train-limit", o.run.train_limit, "use only the first N training examples");
+  app->add_option("--test-limit", o.run.test_limit, "evaluate on the first N test examples");
+  app->add_option("--max-bad-steps", o.run.max_bad_steps,
                   "consecutive non-finite-gradient steps (each skipped) before the run fails")
       ->capture_default_str();
-  app->add_option("--seq-len", o.seq_len, "char-lstm sequence length")->capture_default_str();
-  app->add_option("--hidden", o.hidden, "char-lstm hidden size")->capture_default_str();
-  app->add_option("--embed", o.embed, "char-lstm embedding size")->capture_default_str();
+  app->add_option("--seq-len", o.model.seq_len, "char-lstm sequence length")->capture_default_str();
+  app->add_option("--hidden", o.model.hidden, "char-lstm hidden size")->capture_default_str();
+  app->add_option("--embed", o.model.embed, "char-lstm embedding size")->capture_default_str();
   app->add_flag("--quiet,-q", args->quiet, "no progress lines");
   app->add_option("--mpi-timeout", args->mpi_timeout,
                   "under mpirun: seconds a collective waits for every rank")
