@@ -2,7 +2,7 @@
 ```python block of README.md written to a file and started with the system
 interpreter (2 Gloo processes, the built module on PYTHONPATH, a free port in
 place of the README's 29500). Each rank must print its line, the loss must
-have fallen from the untrained ~2.3, the hook must have compressed, and both
+have fallen from the untrained ~2.3 (to below 1.5), the hook must have compressed, and both
 ranks' weights must agree (the hook's average is bit-identical on every rank).
 """
 
@@ -31,7 +31,7 @@ def readme_python_block():
 class ReadmeExampleTest(unittest.TestCase):
     def test_the_example_trains_compresses_and_keeps_replicas_equal(self):
         code = readme_python_block()
-        self.assertIn("adacomp.torch.register(ddp)", code)
+        self.assertIn("adacomp.torch.DistributedOptimizer(ddp, opt)", code)
         self.assertIn("29500", code)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "example.py")
@@ -43,7 +43,7 @@ class ReadmeExampleTest(unittest.TestCase):
         lines = {int(m.group(1)): m for m in LINE.finditer(p.stdout)}
         self.assertEqual(sorted(lines), [0, 1], p.stdout)
         for rank, m in lines.items():
-            self.assertLess(float(m.group(2)), 2.1, f"rank {rank} did not learn: {m.group(0)}")
+            self.assertLess(float(m.group(2)), 1.5, f"rank {rank} did not learn: {m.group(0)}")
             self.assertGreaterEqual(int(m.group(3)), 20, f"rank {rank}: {m.group(0)}")
         self.assertEqual(lines[0].group(4), lines[1].group(4), "replicas differ")
 

@@ -59,8 +59,15 @@ gradients and goes on, as if that batch had never been drawn
 #   bucket     one bucket's data: its parameters' slices, the float32 copy, the average
 #   transport  the messages of one bucket (header, tags, receive capacity, overflow)
 #   worker     the exchange thread and the interpreter-exit handling
-#   state      AdaCompState: settings, parameters, checkpoints, the per-bucket steps
+#   state      AdaCompState: settings, parameters, the per-bucket steps
+#   entry      one parameter the hook serves
+#   checkpoint state_dict, gathered_state_dict and load_state_dict of AdaCompState
+#   refusals   what the hook refuses when it is set up
+#   usage      parameters a step left unused (find_unused_parameters)
+#   defer      holding the buckets for a local clip over the whole gradient
 #   ddp_hook   hook() and register()
+#   optimizer  DistributedOptimizer, the one call
+#   clip       clip_grad_norm_ on a DistributedOptimizer's parameters
 #   liveness   Heartbeat: which rank stopped, after a collective failed
 # (ddp_hook, not hook: the package's name `hook` is the function.)
 
@@ -70,15 +77,17 @@ from .errors import StepAborted, StepsKeepFailing, _Failed  # noqa: F401 - _Fail
 from .liveness import Heartbeat
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, layer_types_of
 from .local_optimizer import split_optimizer
+from .optimizer import DistributedOptimizer
 from .state import AdaCompState
 
 # The public names keep the module they had (reprs, pickles: adacomp.torch.StepAborted).
-for _obj in (AdaCompState, StepAborted, StepsKeepFailing, Heartbeat, hook, register,
+for _obj in (DistributedOptimizer, AdaCompState, StepAborted, StepsKeepFailing, Heartbeat, hook, register,
              layer_types_of, split_optimizer):
     _obj.__module__ = __name__
 del _obj
 
 __all__ = [
+    "DistributedOptimizer",
     "AdaCompState",
     "StepAborted",
     "StepsKeepFailing",

@@ -69,18 +69,26 @@ class _LocalOptimizer:
             raise ValueError(f"betas must be in [0, 1) and eps > 0, not {betas}, {eps}")
         # id(parameter) -> the weight decay added to its gradient before the momentum
         # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
+        # wd: a number, or a torch parameter group whose "weight_decay" is read at each
+        # step (DistributedOptimizer: a schedule that sets it takes effect).
         self._decay = {}
         for params, wd in (weight_decay or ()):
-            if kind != "sgd" and wd:
+            if kind != "sgd" and (wd.get("weight_decay", 0) if isinstance(wd, dict) else wd):
                 raise ValueError("weight_decay goes with local_optimizer 'sgd' (AdamW's "
                                  "decay stays with the SGD that applies the step)")
             for p in params:
-                self._decay[id(p)] = float(wd)
+                self._decay[id(p)] = wd if isinstance(wd, dict) else float(wd)
         if isinstance(clip_norm, bool) or not isinstance(clip_norm, (int, float)) or not (
                 clip_norm >= 0 and math.isfinite(clip_norm)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {clip_norm!r}")
         self.clip_norm = float(clip_norm)
         self._warned_buckets = False  # clip() said once that the model spans buckets
+        # The step's clip factor over every bucket (defer.py: the whole gradient's
+        # norm, known before any bucket is compressed), or None: each bucket on its own.
+        self.step_factor = None
+        self.measure = False  # add up this rank's gradient norm (DistributedOptimizer)
+        self.norm_sq = 0.0    # the step's sum of squares so far, when measuring
+        self.last_norm = None  # this rank's gradient L2 norm of the last step, measured
         self.steps = 0
         self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
         self._first = {}   # name -> velocity (sgd) or first moment (adam)
@@ -116,6 +124,8 @@ class _LocalOptimizer:
             # u = momentum first + (g + wd w), in one pass (C++, the same roundings as
             # torch.mul(w, wd).add_(g) and torch.mul(first, momentum).add_(...)).
             wd = self._decay.get(id(e.param), 0.0)
+            if isinstance(wd, dict):
+                wd = float(wd.get("weight_decay", 0.0))
             w = e.param.detach().reshape(-1).float().numpy() if wd else None
             u = self._buffer(e.name, 0, n)
             _adacomp._momentum_step(None if first is None else first.numpy(), grad, w,
@@ -156,6 +166,13 @@ class _LocalOptimizer:
         most clip_norm, as torch's clip_grad_norm_ does (factor clip_norm / (norm +
         1e-6) when below 1); nothing without clip_norm. A bucket after the first (the
         model spans several, each clipped on its own) is warned of once."""
+        if self.measure and self.step_factor is None:
+            self.norm_sq += sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout)
+        if self.step_factor is not None:
+            if self.step_factor < 1.0:
+                for _, off, n in layout:
+                    arr[off:off + n] *= self.step_factor
+            return
         if not self.clip_norm:
             return
         if bucket_index > 0 and not self._warned_buckets:
@@ -222,6 +239,13 @@ class _LocalOptimizer:
         if has is None:
             has = self._residue_kept[e.name] = len(e.compressor.residue) > 0
         return has
+
+    def end_step(self):
+        """The step's measured norm becomes last_norm; the step's clip factor ends."""
+        if self.measure and self.step_factor is None:
+            self.last_norm = math.sqrt(self.norm_sq)
+        self.norm_sq = 0.0
+        self.step_factor = None
 
     def commit(self):
         """The step was applied: its prepared moments become the moments (and the

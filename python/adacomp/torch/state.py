@@ -11,6 +11,8 @@ from torch import nn
 
 from .. import CODECS, Compressor
 from .checkpoint import _gather, _load, _save
+from .defer import _after_ddp, _Deferred
+from .entry import _Entry, _mix_seed
 from .bucket import _average, _compress, _layout, _working_copy
 from .errors import _decode_failed, _exchange_failed, _Failed, _keep_failing, _skipped
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
@@ -25,20 +27,6 @@ from .usage import _Usage
 from .worker import _LIVE_STATES, _exchange_thread
 
 EXCHANGES = ("allgather", "reduce-scatter", "auto")
-
-
-def _mix_seed(seed, rank, tensor_id):
-    """A distinct 64-bit generator seed per (seed, rank, tensor) (splitmix64 finaliser)."""
-    z = (seed * 0x9E3779B97F4A7C15 + rank * 0xBF58476D1CE4E5B9 + tensor_id + 1) & (2**64 - 1)
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
-    return z ^ (z >> 31)
-
-
-class _Entry:
-    """One parameter: its key, wire tensor id, layer type and compressor."""
-
-    __slots__ = ("name", "tensor_id", "layer_type", "numel", "param", "compressor")
 
 
 class AdaCompState:
@@ -164,6 +152,11 @@ class AdaCompState:
         self._next_id = 0
         self._model_given = model is not None
         self._usage = None      # a _Usage when DDP may leave parameters unused (track_usage)
+        # A local optimizer's clip over every bucket at once (defer.py); a callable run
+        # once DDP has written the averages into .grad (DistributedOptimizer).
+        self.clip_whole = False
+        self._deferred = _Deferred()
+        self.after_backward = None
         # The step (see step.py), under self._lock.
         self._lock = threading.Lock()
         self._open = None       # the step in progress (a _Step), None between steps
@@ -361,11 +354,23 @@ class AdaCompState:
         futures of that bucket and of the rest of the step fail on every rank.
         Every bucket is exchanged all the same (a failed rank sends a failure
         marker instead of frames), so no rank waits for a message never sent.
+
+        With a local optimizer's clip over the whole gradient (``clip_whole``), the
+        buckets are held until the last one and then exchanged together (defer.py).
         """
+        if self._local is not None and self._local.clip_norm and self.clip_whole:
+            return self._deferred.hold(self, bucket, self._exchange_now)
+        return self._exchange_now(bucket)
+
+    def _exchange_now(self, bucket):
         t = time.thread_time()
         with self._lock:
             ex = self._launch(bucket)
+            if ex.is_last and self._local is not None:
+                self._local.end_step()
         self.cpu_seconds["launch"] += time.thread_time() - t
+        if ex.is_last and self.after_backward is not None:
+            _after_ddp(self.after_backward)
         if ex.world == 1 or not self.overlap:
             self._finish(ex)
         else:

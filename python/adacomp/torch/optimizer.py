@@ -1,0 +1,243 @@
+"""DistributedOptimizer: the one call that puts AdaComp into a DDP training script.
+
+    optimizer = adacomp.torch.DistributedOptimizer(ddp_model, optimizer)
+
+It registers the AdaComp hook on the DDP model and returns the optimizer the
+script steps. Where the optimizer has a form that runs on each rank (SGD with
+momentum, Adam without L2 decay, AdamW), each rank keeps the optimizer's
+moments of its own gradient and compresses the step they give; the average of
+the ranks' steps is applied at step() with the learning rate and decoupled
+weight decay the parameter groups hold then (docs/algorithm.md, the local
+optimizer). With any other optimizer the hook compresses the gradient and the
+optimizer runs on the average, as the paper has it: such an optimizer's state
+(if any) is kept after averaging, where only the averaged gradient exists.
+
+The parameter groups are the optimizer's own (the same list), so a learning
+rate set on them every iteration, or a scheduler made before or after this
+call, takes effect; gradient accumulation (no_sync, require_backward_grad_sync)
+and zero_grad(set_to_none=True) work as without the hook. clip_grad_norm_ after
+backward clips each rank's own gradient (clip.py). state_dict() carries this
+rank's hook state; gathered_state_dict() every rank's, for a checkpoint that
+rank 0 alone writes."""
+
+import collections
+import warnings
+
+import torch
+from torch import nn
+
+from .clip import take_over
+from .ddp_hook import hook
+from .state import AdaCompState
+
+FORMAT = "adacomp.torch.DistributedOptimizer/1"
+
+
+def _local_form(optimizer):
+    """(kind, AdaCompState settings) when the optimizer can run on each rank, else
+    (None, why not)."""
+    groups = optimizer.param_groups
+
+    def same(key, default=None):
+        values = {repr(g.get(key, default)) for g in groups}
+        return None if len(values) != 1 else groups[0].get(key, default)
+
+    name = type(optimizer).__name__
+    if any(g.get("maximize") for g in groups):
+        return None, f"{name} with maximize=True has no local form here"
+    if type(optimizer) is torch.optim.SGD:
+        momentum = same("momentum")
+        if momentum is None:
+            return None, "its parameter groups differ in momentum"
+        if momentum <= 0:
+            return None, ("SGD without momentum keeps no state: on the average it is "
+                          "the same optimizer")
+        if any(g.get("nesterov") or g.get("dampening") for g in groups):
+            return None, "SGD with Nesterov or dampening has no local form here"
+        decay = [(list(g["params"]), g) for g in groups]  # read at each step
+        return "sgd", {"local_optimizer": "sgd", "momentum": momentum,
+                       "local_weight_decay": decay}
+    if type(optimizer) in (torch.optim.Adam, torch.optim.AdamW):
+        if any(g.get("amsgrad") for g in groups):
+            return None, "amsgrad has no local form here"
+        if type(optimizer) is torch.optim.Adam and any(g["weight_decay"] for g in groups):
+            return None, ("Adam's weight decay is an L2 term in the gradient, which has no "
+                          "local form here (AdamW's decoupled decay has)")
+        betas, eps = same("betas"), same("eps")
+        if betas is None or eps is None:
+            return None, "its parameter groups differ in betas or eps"
+        return "adam", {"local_optimizer": "adam", "betas": tuple(betas), "eps": eps}
+    return None, f"{name} is not SGD with momentum, Adam or AdamW"
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """The optimizer to step, with the AdaComp hook registered on ``ddp_model``.
+
+    Args:
+        ddp_model: the DistributedDataParallel model (Gloo, CPU parameters).
+        optimizer: the script's optimizer over the model's parameters; its parameter
+            groups become this optimizer's (the same list).
+        local: None (default): the optimizer runs on each rank where it can (see the
+            module); True: it must (ValueError where it cannot); False: never.
+        **settings: AdaCompState's settings (codec, bin_sizes, exchange, ...).
+
+    Attributes: ``hook`` (the AdaCompState), ``local`` (whether each rank runs the
+    optimizer), ``why`` (why not, when it does not).
+    """
+
+    def __init__(self, ddp_model, optimizer, local=None, **settings):
+        if not isinstance(ddp_model, nn.parallel.DistributedDataParallel):
+            raise TypeError(f"DistributedOptimizer: ddp_model must be a "
+                            f"DistributedDataParallel, not {type(ddp_model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"DistributedOptimizer: optimizer must be a torch optimizer, "
+                            f"not {type(optimizer).__name__}")
+        if "local_optimizer" in settings:
+            raise ValueError("DistributedOptimizer chooses the local optimizer itself "
+                             "(local=True/False to decide)")
+        own = {id(p) for p in ddp_model.parameters()}
+        self._param_ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if not self._param_ids <= own:
+            raise ValueError("DistributedOptimizer: the optimizer has parameters that the "
+                             "DDP model does not")
+        kind, found = _local_form(optimizer) if local is not False else (None, "local=False")
+        if local and kind is None:
+            raise ValueError(f"DistributedOptimizer: local=True, but {found}")
+        self.inner = optimizer
+        self.kind = kind
+        self.local = kind is not None
+        self.why = None if self.local else found
+        self.defaults = optimizer.defaults
+        self._bind()
+        self._hook_for_profile()
+        settings.setdefault("process_group", ddp_model.process_group)
+        self.hook = AdaCompState(model=ddp_model.module, **settings,
+                                 **(found if self.local else {}))
+        self.hook.track_usage(ddp_model)
+        ddp_model.register_comm_hook(self.hook, hook)
+        self._grads = None  # (param, grad object, version) as DDP left them
+        self._warned_clip = False
+        if self.local:
+            self.hook._local.measure = True
+            self.hook.after_backward = self._averaged
+            take_over(self)
+
+    def _bind(self):
+        """Shares the inner optimizer's groups and state (again after it loaded some)."""
+        self.param_groups = self.inner.param_groups
+        self.state = self.inner.state if not self.local else collections.defaultdict(dict)
+        hook_state = getattr(self, "hook", None)
+        if hook_state is not None and self.local and self.kind == "sgd":
+            for g in self.param_groups:
+                for p in g["params"]:
+                    hook_state._local._decay[id(p)] = g
+
+    # ----- the step -------------------------------------------------------------------------
+
+    def _averaged(self):
+        """After backward, once DDP wrote the averaged steps into .grad: notes them."""
+        self._grads = [(p, p.grad, p.grad._version) for g in self.param_groups
+                       for p in g["params"] if p.grad is not None]
+
+    def _check_untouched(self):
+        for p, grad, version in self._grads or ():
+            if p.grad is not grad or (grad is not None and grad._version != version):
+                raise RuntimeError(
+                    "adacomp DistributedOptimizer: .grad was changed between backward() and "
+                    "step(), but it holds the ranks' averaged optimizer step, not a "
+                    "gradient, and is applied as it is. A clip_grad_norm_ bound before "
+                    "adacomp was imported does this: call torch.nn.utils.clip_grad_norm_ "
+                    "(it clips each rank's gradient in the hook), or pass local=False")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Applies the averaged step (local) or steps the optimizer on the average."""
+        if not self.local:
+            return self.inner.step(closure)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._check_untouched()
+        self._grads = None
+        decoupled = self.kind == "adam"
+        for g in self.param_groups:
+            lr = g["lr"]
+            wd = g.get("weight_decay", 0.0) if decoupled else 0.0
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if wd:
+                    p.mul_(1.0 - lr * wd)
+                p.add_(p.grad, alpha=-lr)
+        if hasattr(self.inner, "_step_count"):  # a scheduler made on the inner optimizer
+            self.inner._step_count += 1
+        return loss
+
+    def clip_requested(self, max_norm, norm_type):
+        """clip.py: a clip_grad_norm_ call on these parameters."""
+        if norm_type != 2.0:
+            raise ValueError(f"clip_grad_norm_: norm_type {norm_type}: the hook clips each "
+                             f"rank's gradient by its L2 norm (norm_type 2) only")
+        if not max_norm > 0 or max_norm == float("inf"):
+            raise ValueError(f"clip_grad_norm_: max_norm must be a finite number > 0 here, "
+                             f"not {max_norm}")
+        local = self.hook._local
+        if local.clip_norm != max_norm and not self._warned_clip:
+            self._warned_clip = True
+            warnings.warn(
+                f"adacomp: clip_grad_norm_ on a DistributedOptimizer's parameters clips each "
+                f"rank's own gradient at {max_norm:g} before its optimizer, from the next "
+                f"step on; .grad (the averaged step) is left as it is", RuntimeWarning,
+                stacklevel=3)
+        local.clip_norm = max_norm
+        self.hook.clip_whole = True
+        norm = local.last_norm
+        return torch.tensor(float("nan") if norm is None else norm)
+
+    def add_param_group(self, param_group):
+        raise NotImplementedError("DistributedOptimizer: the hook serves the parameters it "
+                                  "was made with; make a new one for other parameters")
+
+    # ----- checkpoints ----------------------------------------------------------------------
+
+    def _clip_state(self):
+        return self.hook._local.clip_norm if self.local else 0.0
+
+    def state_dict(self):
+        """The optimizer's state_dict and this rank's hook state (refused on another rank;
+        see gathered_state_dict)."""
+        return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
+                "clip_norm": self._clip_state(), "adacomp": self.hook.state_dict()}
+
+    def gathered_state_dict(self, dst=0):
+        """state_dict() with every rank's hook state, on rank ``dst`` (None elsewhere): a
+        collective, every rank calls it. Every rank can load what rank dst saved."""
+        hook_state = self.hook.gathered_state_dict(dst)
+        if hook_state is None:
+            return None
+        return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
+                "clip_norm": self._clip_state(), "adacomp": hook_state}
+
+    def load_state_dict(self, state_dict):
+        """Loads state_dict() of this rank, or gathered_state_dict() of any; changes
+        nothing when it refuses."""
+        if not isinstance(state_dict, dict) or state_dict.get("format") != FORMAT:
+            raise ValueError("not a DistributedOptimizer state_dict (an optimizer's own "
+                             "state_dict has no hook state: save this optimizer's)")
+        if state_dict["local"] != self.local:
+            where = "on each rank" if state_dict["local"] else "on the average"
+            raise ValueError(f"the state_dict is of an optimizer run {where}, this one is not")
+        before = self.inner.state_dict()
+        self.inner.load_state_dict(state_dict["optimizer"])
+        try:
+            self.hook.load_state_dict(state_dict["adacomp"])
+        except Exception:
+            self.inner.load_state_dict(before)
+            self._bind()
+            raise
+        self._bind()
+        if self.local:
+            self.hook._local.clip_norm = float(state_dict.get("clip_norm", 0.0))
+            self.hook.clip_whole = bool(self.hook._local.clip_norm)
+            self._warned_clip = self.hook.clip_whole

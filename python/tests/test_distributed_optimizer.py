@@ -1,0 +1,204 @@
+"""adacomp.torch.DistributedOptimizer on one process (a Gloo group of 1): which
+optimizers run on each rank and why the others do not, the learning rate read
+from the shared parameter groups at each step, schedulers made before and after
+the call, clip_grad_norm_ taken over (nothing clipped in .grad, each rank's
+gradient clipped from the next step on, against a hand-computed clip) and the
+clip that bypasses it refused, and state_dict() round trips and refusals."""
+
+import unittest
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+import adacomp.torch as adt
+from ddp_test_util import OneProcessGroupTest
+
+
+def model_and_ddp():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+    return model, nn.parallel.DistributedDataParallel(model)
+
+
+def backward(ddp, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)
+    nn.functional.cross_entropy(ddp(x), y).backward()
+
+
+class PolicyTest(OneProcessGroupTest):
+    def choose(self, make):
+        model, ddp = model_and_ddp()
+        opt = adt.DistributedOptimizer(ddp, make(model.parameters()))
+        opt.hook.close()
+        return opt
+
+    def test_which_optimizers_run_on_each_rank(self):
+        cases = [
+            (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), "sgd", None),
+            (lambda p: torch.optim.AdamW(p, lr=1e-3), "adam", None),
+            (lambda p: torch.optim.Adam(p, lr=1e-3), "adam", None),
+            (lambda p: torch.optim.SGD(p, lr=0.1), None, "SGD without momentum"),
+            (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), None,
+             "Nesterov"),
+            (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), None, "L2 term"),
+            (lambda p: torch.optim.Adam(p, lr=1e-3, amsgrad=True), None, "amsgrad"),
+            (lambda p: torch.optim.RMSprop(p, lr=1e-3), None, "RMSprop is not"),
+        ]
+        for make, kind, why in cases:
+            opt = self.choose(make)
+            self.assertEqual(opt.kind, kind, opt.why)
+            self.assertEqual(opt.local, kind is not None)
+            if why:
+                self.assertIn(why, opt.why)
+                self.assertIsNone(opt.hook._local)
+
+    def test_groups_that_differ_in_momentum_run_on_the_average(self):
+        model, ddp = model_and_ddp()
+        base = torch.optim.SGD([{"params": model[0].parameters(), "momentum": 0.9},
+                                {"params": model[2].parameters(), "momentum": 0.5}], lr=0.1)
+        opt = adt.DistributedOptimizer(ddp, base)
+        self.assertFalse(opt.local)
+        self.assertIn("differ in momentum", opt.why)
+
+    def test_local_true_where_it_cannot_is_refused(self):
+        model, ddp = model_and_ddp()
+        with self.assertRaisesRegex(ValueError, "local=True, but RMSprop"):
+            adt.DistributedOptimizer(ddp, torch.optim.RMSprop(model.parameters()), local=True)
+
+    def test_bad_arguments(self):
+        model, ddp = model_and_ddp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        with self.assertRaisesRegex(TypeError, "DistributedDataParallel"):
+            adt.DistributedOptimizer(model, opt)
+        with self.assertRaisesRegex(ValueError, "parameters that the DDP model does not"):
+            adt.DistributedOptimizer(ddp, torch.optim.SGD([nn.Parameter(torch.ones(3))],
+                                                          lr=0.1, momentum=0.9))
+
+
+class StepTest(OneProcessGroupTest):
+    def test_local_sgd_step_is_lr_times_the_velocity_read_live(self):
+        """World 1, the dense codec (no residue, so no velocity masking): bit for bit
+        torch's SGD with momentum, with the learning rate the groups hold at step()."""
+        model, ddp = model_and_ddp()
+        base = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        opt = adt.DistributedOptimizer(ddp, base, codec="dense")
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        for step, lr in enumerate((0.1, 0.05, 0.0, 0.2)):
+            for g in base.param_groups:  # the script sets it on its own optimizer
+                g["lr"] = lr
+            for g in ref_opt.param_groups:
+                g["lr"] = lr
+            opt.zero_grad(set_to_none=True)
+            backward(ddp, step)
+            opt.step()
+            ref_opt.zero_grad()
+            backward(ref, step)
+            ref_opt.step()
+            for p, q in zip(model.parameters(), ref.parameters()):
+                np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy(),
+                                              err_msg=f"step {step} lr {lr}")
+
+    def test_schedulers_before_and_after_the_call(self):
+        model, ddp = model_and_ddp()
+        base = torch.optim.AdamW(model.parameters(), lr=1.0)
+        before = torch.optim.lr_scheduler.LambdaLR(base, lambda i: 0.5 ** i)
+        opt = adt.DistributedOptimizer(ddp, base)
+        after = torch.optim.lr_scheduler.MultiplicativeLR(opt, lambda i: 0.1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "lr_scheduler.step() before optimizer.step()"
+            for step in range(3):
+                opt.zero_grad()
+                backward(ddp, step)
+                opt.step()
+                before.step()
+                after.step()
+        # LambdaLR sets 0.5^3 of the initial lr; MultiplicativeLR then took 0.1 of that.
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.125 * 0.1)
+        self.assertIs(opt.param_groups, base.param_groups)
+
+    def test_clip_is_taken_over(self):
+        """.grad is left alone, the norm returned is this rank's gradient's, and from
+        the next step on each rank's gradient is clipped before its velocity: with the
+        dense codec and lr 0, .grad after step 1's backward must be 0.9 g0 + c g1, where
+        c = 0.01 / (|g1| + 1e-6), g0 and g1 computed here on the same weights."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.0,
+                                                           momentum=0.9), codec="dense")
+        opt.zero_grad()
+        backward(ddp, 0)
+        averaged = [p.grad.clone() for p in model.parameters()]
+        with self.assertWarnsRegex(RuntimeWarning, "clips each rank's own gradient at 0.01"):
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        for a, p in zip(averaged, model.parameters()):
+            self.assertTrue(torch.equal(a, p.grad))  # .grad untouched
+        opt.step()
+        g = []
+        for seed in (0, 1):
+            ref.zero_grad()
+            backward(ref, seed)
+            g.append([p.grad.clone() for p in ref.parameters()])
+        norms = [float(torch.sqrt(sum((t.double() ** 2).sum() for t in gs))) for gs in g]
+        self.assertAlmostEqual(float(norm), norms[0], places=5)
+        opt.zero_grad()
+        backward(ddp, 1)
+        c = 0.01 / (norms[1] + 1e-6)
+        for g0, g1, p in zip(g[0], g[1], model.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), (0.9 * g0 + c * g1).numpy(),
+                                       rtol=1e-5, atol=1e-7)
+        self.assertAlmostEqual(opt.hook._local.last_norm, norms[1], places=5)
+
+    def test_a_clip_that_bypasses_the_hook_is_refused_at_step(self):
+        model, ddp = model_and_ddp()
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                           momentum=0.9))
+        opt.zero_grad()
+        backward(ddp, 0)
+        before = [p.detach().clone() for p in model.parameters()]
+        adt.clip._ORIGINAL[0](model.parameters(), 1e-4)  # torch's own, bound earlier
+        with self.assertRaisesRegex(RuntimeError, "holds the ranks' averaged optimizer step"):
+            opt.step()
+        for b, p in zip(before, model.parameters()):
+            self.assertTrue(torch.equal(b, p))
+
+    def test_other_parameters_go_to_torchs_clip(self):
+        p = nn.Parameter(torch.ones(4))
+        p.grad = torch.full((4,), 3.0)
+        norm = torch.nn.utils.clip_grad_norm_([p], 1.0)
+        self.assertAlmostEqual(float(norm), 6.0)
+        self.assertAlmostEqual(float(p.grad.norm()), 1.0, places=5)
+
+    def test_state_dict_round_trip_and_refusals(self):
+        model, ddp = model_and_ddp()
+        opt = adt.DistributedOptimizer(ddp, torch.optim.AdamW(model.parameters(), lr=0.01))
+        for step in range(2):
+            opt.zero_grad()
+            backward(ddp, step)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        sd = opt.state_dict()
+        self.assertEqual(sd["clip_norm"], 1.0)
+        self.assertEqual(sd["adacomp"]["local_optimizer"]["steps"], 2)
+        model2, ddp2 = model_and_ddp()
+        opt2 = adt.DistributedOptimizer(ddp2, torch.optim.AdamW(model2.parameters(), lr=0.5))
+        with self.assertRaisesRegex(ValueError, "not a DistributedOptimizer state_dict"):
+            opt2.load_state_dict(torch.optim.AdamW(model2.parameters()).state_dict())
+        bad = dict(sd, adacomp=dict(sd["adacomp"], rank=1))
+        with self.assertRaisesRegex(ValueError, "rank 1's of"):
+            opt2.load_state_dict(bad)
+        self.assertEqual(opt2.param_groups[0]["lr"], 0.5)  # nothing changed
+        opt2.load_state_dict(sd)
+        self.assertEqual(opt2.param_groups[0]["lr"], 0.01)
+        self.assertIs(opt2.param_groups, opt2.inner.param_groups)
+        self.assertTrue(opt2.hook.clip_whole)
+        self.assertEqual(opt2.hook.steps, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
