@@ -6,8 +6,9 @@
 # `adacomp_dev` (`cmake --install build --component adacomp_dev`); the
 # program is in `adacomp_tool`.
 #
-# Also adds the ctest `adacomp_install_consumer`: installs into a temporary
-# prefix and builds and runs tests/consumer against it.
+# Also adds the ctests `adacomp_install_consumer` and `readme_cpp_example`:
+# each installs into a temporary prefix and builds and runs a small project
+# against it (tests/consumer; README.md's C++ example, examples/cpp).
 
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
@@ -106,5 +107,20 @@ if(ADACOMP_BUILD_TESTS)
       -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
       -DCONFIG=$<CONFIG>
       -P ${PROJECT_SOURCE_DIR}/tests/consumer/run_consumer_test.cmake)
-  set_tests_properties(adacomp_install_consumer PROPERTIES TIMEOUT 120 LABELS install)
+  # README.md's C++ example (examples/cpp/quickstart.cc, byte for byte),
+  # built and run against the installed package the same way.
+  add_test(NAME readme_cpp_example
+    COMMAND ${CMAKE_COMMAND}
+      -DREADME=${PROJECT_SOURCE_DIR}/README.md
+      -DEXAMPLE_DIR=${PROJECT_SOURCE_DIR}/examples/cpp
+      -DBUILD_DIR=${PROJECT_BINARY_DIR}
+      -DWORK_DIR=${PROJECT_BINARY_DIR}/readme_cpp_example
+      -DGENERATOR=${CMAKE_GENERATOR}
+      -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+      -DCONFIG=$<CONFIG>
+      -P ${PROJECT_SOURCE_DIR}/tests/consumer/run_readme_example.cmake)
+  # Both install into their own prefix from the same build tree (and its
+  # install manifest): one at a time.
+  set_tests_properties(adacomp_install_consumer readme_cpp_example PROPERTIES
+    TIMEOUT 120 LABELS install RESOURCE_LOCK adacomp_install)
 endif()

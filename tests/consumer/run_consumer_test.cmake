@@ -1,7 +1,10 @@
 # ctest adacomp_install_consumer: installs adacomp (component adacomp_dev)
 # into a temporary prefix, then configures, builds and runs tests/consumer
-# against that prefix only.
-# Inputs: BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER, CONFIG.
+# against that prefix only. run_readme_example.cmake runs it on README.md's
+# C++ example.
+# Inputs: BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER, CONFIG;
+# optional: EXE (the program the project builds, default consumer) and
+# EXPECT (a regular expression its output must match, default "consumer OK").
 cmake_minimum_required(VERSION 3.20)
 
 function(run_step what)
@@ -14,6 +17,12 @@ endfunction()
 
 if(NOT CONFIG)
   set(CONFIG Release)
+endif()
+if(NOT EXE)
+  set(EXE consumer)
+endif()
+if(NOT DEFINED EXPECT)
+  set(EXPECT "consumer OK")
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -33,13 +42,13 @@ run_step("configure consumer" ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "$
          -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build" --config ${CONFIG})
 
-set(exe "${WORK_DIR}/build/consumer")
+set(exe "${WORK_DIR}/build/${EXE}")
 if(NOT EXISTS "${exe}")
-  set(exe "${WORK_DIR}/build/${CONFIG}/consumer")
+  set(exe "${WORK_DIR}/build/${CONFIG}/${EXE}")
 endif()
-run_step("run consumer" "${exe}")
+run_step("run ${EXE}" "${exe}")
 message(STATUS "${step_output}")
-if(NOT step_output MATCHES "consumer OK")
-  message(FATAL_ERROR "consumer did not report OK: ${step_output}")
+if(NOT step_output MATCHES "${EXPECT}")
+  message(FATAL_ERROR "${EXE}'s output does not match '${EXPECT}': ${step_output}")
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
