@@ -282,7 +282,8 @@ class Run:
             import adacomp.torch as adt
             local, opt = adt.split_optimizer(opt)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
-        hook = CommHook(ddp, model, args, self.world, local)
+        hook = CommHook(ddp, model, args, self.world, local, opt)
+        opt = hook.optimizer  # --one-call: the DistributedOptimizer (sched still acts on it)
         history = {"evals": [], "train": [], "wall_before_s": 0.0}
         step = 0
         if ckpt is not None:
@@ -495,7 +496,8 @@ class Run:
                 "batch_size": a.batch_size, "steps_total": self.task.total_steps(a),
                 "local_optimizer": a.local_optimizer,
                 **({"dense_warmup_steps": a.dense_warmup_steps} if a.dense_warmup_steps else {}),
-                **({"local_clip": a.local_clip} if a.local_clip else {})}
+                **({"local_clip": a.local_clip} if a.local_clip else {}),
+                **({"one_call": True} if getattr(a, "one_call", False) else {})}
 
     def _load_checkpoint(self):
         args = self.args

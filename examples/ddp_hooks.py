@@ -122,6 +122,10 @@ def add_ramp_and_local_args(g):
                         "step; the average is applied by SGD without momentum "
                         "(adacomp.torch.split_optimizer); no gradient clipping then, "
                         "unless --local-clip")
+    g.add_argument("--one-call", action="store_true",
+                   help="adacomp hook through adacomp.torch.DistributedOptimizer(ddp, "
+                        "optimizer): the one call chooses where the optimizer runs, the "
+                        "script's lr schedule and clip (each rank's gradient) stay as they are")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "
@@ -186,9 +190,11 @@ def register_torch_hook(owner, ddp, args, nparams, ring):
 class CommHook:
     """The communication hook of a run, its byte counter and its checkpoint state."""
 
-    def __init__(self, ddp, model, args, world, local=None):
-        """local: the hook's local-optimizer settings (split_optimizer's kwargs)."""
+    def __init__(self, ddp, model, args, world, local=None, optimizer=None):
+        """local: the hook's local-optimizer settings (split_optimizer's kwargs);
+        optimizer: the script's, which --one-call wraps (self.optimizer, to step)."""
         self.kind = args.hook
+        self.optimizer = optimizer
         self.state = None      # AdaCompState
         self.psgd = None       # PowerSGDState
         self.hook_time = 0.0   # adacomp: seconds inside the hook on the autograd thread
@@ -206,7 +212,11 @@ class CommHook:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            self.state = adt.register(ddp, **kwargs)
+            if getattr(args, "one_call", False):
+                self.optimizer = adt.DistributedOptimizer(ddp, optimizer, **kwargs)
+                self.state = self.optimizer.hook
+            else:
+                self.state = adt.register(ddp, **kwargs)
             time_the_hook(self, self.state)
             self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
                           f"{'no overlap' if args.no_overlap else 'overlap'}"
@@ -222,7 +232,10 @@ class CommHook:
                              else "")
                           + (f", float32 for the first {args.dense_warmup_steps} steps"
                              if args.dense_warmup_steps else "")
-                          + local_title(local, args) + ")")
+                          + local_title(local, args)
+                          + (f", one call: {self.optimizer.kind or 'the optimizer'} "
+                             f"{'on each rank' if self.optimizer.local else 'on the average'}"
+                             if getattr(args, "one_call", False) else "") + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")
         else:

@@ -58,6 +58,9 @@ def check_common_args(ap, args):
         ap.error("--dense-warmup-steps applies to --hook adacomp only")
     if args.dense_warmup_steps < 0:
         ap.error("--dense-warmup-steps must not be negative")
+    if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
+        ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
+                 "chooses where the optimizer runs)")
     if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
         ap.error("--local-clip is a positive norm, with --local-optimizer")
     if args.resume and not args.checkpoint_dir:
