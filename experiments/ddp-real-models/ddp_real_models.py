@@ -72,6 +72,15 @@ MODELS["resnet18-long"] = dict(MODELS["resnet18"], args=[
     "300" if prev == "--steps" else a
     for prev, a in zip([None] + MODELS["resnet18"]["args"], MODELS["resnet18"]["args"])])
 
+# The drop-in schedules: ResNet-18 for 600 steps (0.64 epoch), the GPT for 1,000 (4.1M
+# training bytes seen), trained with each model's own hyper-parameters.
+MODELS["resnet18-600"] = dict(MODELS["resnet18"], args=[
+    "600" if prev == "--steps" else a
+    for prev, a in zip([None] + MODELS["resnet18"]["args"], MODELS["resnet18"]["args"])])
+MODELS["gpt-1000"] = dict(MODELS["gpt"], args=[
+    "1000" if prev == "--steps" else "100" if prev == "--eval-every" else a
+    for prev, a in zip([None] + MODELS["gpt"]["args"], MODELS["gpt"]["args"])])
+
 # Our recommended settings per layer type (experiments/ddp-real-models/report.md says why): the
 # norms' scales and shifts and the biases dense (0.1-0.3 % of the elements, and
 # the tensors that compress worst), everything else at the defaults.
@@ -100,6 +109,14 @@ HOOKS = {
     "powersgd-r1": ["--hook", "powersgd", "--powersgd-rank", "1"],
     "powersgd-r2": ["--hook", "powersgd", "--powersgd-rank", "2"],
     "powersgd-r4": ["--hook", "powersgd", "--powersgd-rank", "4"],
+    # PowerSGD as torch recommends it for the longer schedules: start_powerSGD_iter at 10 %
+    # of the steps (the examples' default), error feedback and warm start on; rank 16
+    # sends about what AdaComp sends.
+    "powersgd-r8": ["--hook", "powersgd", "--powersgd-rank", "8"],
+    "powersgd-r16": ["--hook", "powersgd", "--powersgd-rank", "16"],
+    # adacomp.torch.DistributedOptimizer, the one call, with the script's own lr, schedule
+    # and clip.
+    "adacomp-one": ["--hook", "adacomp", "--one-call"],
     "adacomp": ["--hook", "adacomp"],
     "adacomp-rec": ["--hook", "adacomp"] + RECOMMENDED,
     # The transformer weights at fc's bin size (what the hook did before they had
@@ -143,7 +160,8 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-ramp", "adacomp-ramp-half", "adacomp-local", "adacomp-ramp-local",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
-         "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100")
+         "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
+         "powersgd-r8", "powersgd-r16")
 PROCS = 4
 
 
