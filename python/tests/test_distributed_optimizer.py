@@ -121,6 +121,27 @@ class StepTest(OneProcessGroupTest):
         self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.125 * 0.1)
         self.assertIs(opt.param_groups, base.param_groups)
 
+    def test_a_cpu_grad_scaler_passes_the_step_through(self):
+        """torch.cuda.amp.GradScaler on a CPU machine disables itself: scale() and step()
+        pass through, so a script written with one trains as without it."""
+        model, ddp = model_and_ddp()
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                           momentum=0.9))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "CUDA is not available. Disabling."
+            scaler = torch.cuda.amp.GradScaler()
+        before = [p.detach().clone() for p in model.parameters()]
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)
+        opt.zero_grad()
+        scaler.scale(nn.functional.cross_entropy(ddp(x), y)).backward()
+        averaged = [p.grad.clone() for p in model.parameters()]
+        scaler.step(opt)
+        scaler.update()
+        self.assertEqual(opt.hook.steps, 1)
+        for b, a, p in zip(before, averaged, model.parameters()):
+            torch.testing.assert_close(p.detach(), b - 0.1 * a, rtol=0, atol=1e-7)
+
     def test_clip_is_taken_over(self):
         """.grad is left alone, the norm returned is this rank's gradient's, and from
         the next step on each rank's gradient is clipped before its velocity: with the

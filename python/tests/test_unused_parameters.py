@@ -4,14 +4,14 @@ the sum over steps of the ranks' average gradient equals the weights' change
 (SGD lr 1, no momentum) plus the ranks' mean residue, to float rounding, for a
 branch used on even steps only, on one rank only, and for the always-used layers.
 2 Gloo processes; the local gradients are taken by tensor hooks before DDP sees
-them."""
+them. With the one call (DistributedOptimizer, SGD with momentum: each rank
+compresses its velocity), the same holds for the steps each rank compressed."""
 
 import functools
 import unittest
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import nn
 
 import adacomp.torch
@@ -44,15 +44,30 @@ def worker(rank, port, outdir, kwargs):
         model = Branchy()
         start = {n: p.detach().clone() for n, p in model.named_parameters()}
         ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
-        state = adacomp.torch.register(ddp, **kwargs)
         local = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
-        def keep(name):
-            def hook(grad):
-                local[name].add_(grad)  # and return None: the gradient goes on unchanged
-            return hook
-        for n, p in model.named_parameters():
-            p.register_hook(keep(n))
-        opt = torch.optim.SGD(ddp.parameters(), lr=1.0)
+        if kwargs.get("one_call"):
+            # The one call with SGD and momentum: what each rank compresses is its local
+            # step (the velocity), so that is what is summed.
+            opt = adacomp.torch.DistributedOptimizer(
+                ddp, torch.optim.SGD(ddp.parameters(), lr=1.0, momentum=0.9))
+            state = opt.hook
+            for n, e in state._by_name.items():
+                real = e.compressor.compress
+
+                def sent(step, n=n, real=real):
+                    local[n].view(-1).add_(torch.from_numpy(step))
+                    return real(step)
+                e.compressor.compress = sent
+        else:
+            state = adacomp.torch.register(ddp, **kwargs)
+
+            def keep(name):
+                def hook(grad):
+                    local[name].add_(grad)  # and return None: the gradient goes on unchanged
+                return hook
+            for n, p in model.named_parameters():
+                p.register_hook(keep(n))
+            opt = torch.optim.SGD(ddp.parameters(), lr=1.0)
         gen = torch.Generator().manual_seed(100 + rank)
         for step in range(STEPS):
             x = torch.randn(16, 40, generator=gen)
@@ -91,6 +106,9 @@ class UnusedParametersTest(unittest.TestCase):
 
     def test_reduce_scatter_conserves(self):
         check(self, spawn_world(functools.partial(worker, kwargs={"exchange": "reduce-scatter"}), 2))
+
+    def test_one_call_conserves_the_local_steps(self):
+        check(self, spawn_world(functools.partial(worker, kwargs={"one_call": True}), 2))
 
     def test_without_overlap_conserves(self):
         check(self, spawn_world(functools.partial(worker, kwargs={"overlap": False}), 2))
