@@ -421,8 +421,10 @@ def main(args):
                  f"`experiments/ddp-real-models/ddp_real_models.py speed` on the namespace cluster, all hosts' processes "
                  f"sharing this machine's 2 cores.\n")
     for model, metric in (("resnet18", "accuracy"), ("resnet18-long", "accuracy"),
-                          ("gpt", "loss")):
-        if model == "resnet18-long" and not any(k.startswith(model + "_") for k in acc):
+                          ("gpt", "loss"), ("resnet18-600", "accuracy"), ("gpt-1000", "loss")):
+        # The longer schedules appear once they have runs (the drop-in part).
+        if model not in ("resnet18", "gpt") and not any(k.startswith(model + "_")
+                                                        for k in acc):
             continue
         res = model_section(model, metric, acc, spd, lines)
         if res and res["found"]:
