@@ -14,7 +14,7 @@ import torch
 
 import adacomp.torch as adt
 from ddp_test_util import OneProcessGroupTest
-import test_ddp_hook as base  # its StepRollbackTest's model and buckets
+import test_hook_rollback as base  # its StepRollbackTest's model and buckets
 
 ADAPT = dict(adapt_threshold=0.5, adapt_window=4, adapt_hold=3, adapt_bin_size=8)
 STEPS = 16

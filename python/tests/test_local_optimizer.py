@@ -20,7 +20,7 @@ import torch
 import adacomp
 import adacomp.torch as adt
 from ddp_test_util import OneProcessGroupTest
-import test_ddp_hook as base  # its StepRollbackTest's model (Net) and buckets
+import test_hook_rollback as base  # its StepRollbackTest's model (Net) and buckets
 
 STEPS = 3
 NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "conv.bias")
