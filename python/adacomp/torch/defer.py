@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from .. import _adacomp
 from .bucket import _layout
+from .local_optimizer import squared_norm
 
 
 class _Deferred:
@@ -42,8 +42,7 @@ class _Deferred:
         for b, _ in held:
             buf = b.buffer()
             arr = (buf if buf.dtype == torch.float32 else buf.float()).numpy()
-            for _, off, n in _layout(b, buf, state._entry):
-                total += _adacomp._l2_norm(arr[off:off + n]) ** 2
+            total += squared_norm(arr, _layout(b, buf, state._entry))
         norm = math.sqrt(total)
         local.last_norm = norm
         local.step_factor = min(1.0, local.clip_norm / (norm + 1e-6))

@@ -50,6 +50,18 @@ from .. import _adacomp
 KINDS = ("sgd", "adam")
 
 
+def squared_norm(arr, layout):
+    """The sum of squares of arr over the layout's slices ((entry, offset, count))."""
+    return sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout)
+
+
+def _scale(arr, layout, factor):
+    """Scales the layout's slices of arr by factor when it is below 1 (a clip)."""
+    if factor < 1.0:
+        for _, off, n in layout:
+            arr[off:off + n] *= factor
+
+
 class _LocalOptimizer:
     """Per-parameter moments (float32 tensors keyed by parameter name), the prepared
     moments of the step in progress, and the count of committed steps."""
@@ -166,13 +178,13 @@ class _LocalOptimizer:
         most clip_norm, as torch's clip_grad_norm_ does (factor clip_norm / (norm +
         1e-6) when below 1); nothing without clip_norm. A bucket after the first (the
         model spans several, each clipped on its own) is warned of once."""
-        if self.measure and self.step_factor is None:
-            self.norm_sq += sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout)
         if self.step_factor is not None:
-            if self.step_factor < 1.0:
-                for _, off, n in layout:
-                    arr[off:off + n] *= self.step_factor
+            _scale(arr, layout, self.step_factor)
             return
+        sq = None
+        if self.measure:
+            sq = squared_norm(arr, layout)
+            self.norm_sq += sq
         if not self.clip_norm:
             return
         if bucket_index > 0 and not self._warned_buckets:
@@ -183,11 +195,9 @@ class _LocalOptimizer:
                 "put the model in one bucket (DDP's bucket_cap_mb above the model's size, "
                 "and torch.distributed's first-bucket limit with it, as "
                 "examples/ddp_hooks.py's ddp_wrap does)", RuntimeWarning, stacklevel=2)
-        norm = math.sqrt(sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout))
-        factor = self.clip_norm / (norm + 1e-6)
-        if factor < 1.0:
-            for _, off, n in layout:
-                arr[off:off + n] *= factor
+        if sq is None:
+            sq = squared_norm(arr, layout)
+        _scale(arr, layout, self.clip_norm / (math.sqrt(sq) + 1e-6))
 
     def average_step(self, ex):
         """A dense warm-up step of "adam": the averaged gradient of each parameter of the

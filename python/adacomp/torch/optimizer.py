@@ -201,14 +201,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     # ----- checkpoints ----------------------------------------------------------------------
 
-    def _clip_state(self):
-        return self.hook._local.clip_norm if self.local else 0.0
+    def _with(self, hook_state):
+        """This optimizer's state_dict around ``hook_state`` (one rank's, or gathered)."""
+        return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
+                "clip_norm": self.hook._local.clip_norm if self.local else 0.0,
+                "adacomp": hook_state}
 
     def state_dict(self):
         """The optimizer's state_dict and this rank's hook state (refused on another rank;
         see gathered_state_dict)."""
-        return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
-                "clip_norm": self._clip_state(), "adacomp": self.hook.state_dict()}
+        return self._with(self.hook.state_dict())
 
     def gathered_state_dict(self, dst=0):
         """state_dict() with every rank's hook state, on rank ``dst`` (None elsewhere): a
@@ -216,8 +218,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         hook_state = self.hook.gathered_state_dict(dst)
         if hook_state is None:
             return None
-        return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
-                "clip_norm": self._clip_state(), "adacomp": hook_state}
+        return self._with(hook_state)
 
     def load_state_dict(self, state_dict):
         """Loads state_dict() of this rank, or gathered_state_dict() of any; changes
