@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # resultslib
@@ -74,11 +75,15 @@ MODELS["resnet18-long"] = dict(MODELS["resnet18"], args=[
 
 # The drop-in schedules: ResNet-18 for 600 steps (0.64 epoch), the GPT for 1,000 (4.1M
 # training bytes seen), trained with each model's own hyper-parameters.
+# Both are scored on the whole test set (all 10,000 test images; every held-out window,
+# which the example caps at what the held-out split holds) every 100 steps.
 MODELS["resnet18-600"] = dict(MODELS["resnet18"], args=[
-    "600" if prev == "--steps" else a
+    "600" if prev == "--steps" else "100" if prev == "--eval-every" else
+    "10000" if prev == "--eval-images" else a
     for prev, a in zip([None] + MODELS["resnet18"]["args"], MODELS["resnet18"]["args"])])
 MODELS["gpt-1000"] = dict(MODELS["gpt"], args=[
-    "1000" if prev == "--steps" else "100" if prev == "--eval-every" else a
+    "1000" if prev == "--steps" else "100" if prev == "--eval-every" else
+    "1000000" if prev == "--eval-windows" else a
     for prev, a in zip([None] + MODELS["gpt"]["args"], MODELS["gpt"]["args"])])
 
 # Our recommended settings per layer type (experiments/ddp-real-models/report.md says why): the
@@ -194,6 +199,23 @@ def record_failure(path, cmd, rc, out):
 
 # ----- accuracy: whole schedules on loopback --------------------------------------------------
 
+def resume_args(args, cmd, model, hook, seed):
+    """A long run checkpoints at each evaluation into its own folder under
+    --resume-root and, when that folder has one, resumes from it: a sweep cut short
+    (a session's end) goes on where it stopped. Appends the options to cmd; returns the
+    folder (None for PowerSGD, whose state torch cannot save) and whether it resumes."""
+    if not args.resume_root or hook.startswith("powersgd"):
+        return None, False
+    margs = MODELS[model]["args"]
+    ckdir = os.path.join(ROOT, args.resume_root, f"{model}_{hook}_s{seed}")
+    cmd += ["--checkpoint-dir", ckdir,
+            "--checkpoint-every", margs[margs.index("--eval-every") + 1]]
+    resuming = os.path.exists(os.path.join(ckdir, "latest"))
+    if resuming:
+        cmd.append("--resume")
+    return ckdir, resuming
+
+
 def accuracy(args):
     outdir = os.path.join(args.out, "accuracy")
     os.makedirs(outdir, exist_ok=True)
@@ -211,18 +233,23 @@ def accuracy(args):
                 cmd = ([PYTHON, os.path.join(args.examples, m["script"]), "--procs",
                         str(PROCS), "--seed", str(seed)] + m["args"] +
                        hook_args(hook, model) + ["--summary-json", path + ".tmp"])
-                log(f"accuracy {model} {hook} seed {seed} ...")
+                recorded = shlex.join(["/usr/bin/python3", "examples/" + m["script"]]
+                                      + cmd[2:-1] + [os.path.relpath(path, ROOT)])
+                ckdir, resuming = resume_args(args, cmd, model, hook, seed)
+                log(f"accuracy {model} {hook} seed {seed}"
+                    + (f" (resumed from {ckdir})" if resuming else "") + " ...")
                 rc, out, wall = run_logged(cmd, args.timeout, env,
                                            os.path.join(args.log_dir, f"acc_{model}_{hook}_s{seed}"))
                 if rc == 0 and os.path.exists(path + ".tmp"):
                     with open(path + ".tmp") as f:
                         s = json.load(f)
-                    s["command"] = shlex.join(["/usr/bin/python3", "examples/" + m["script"]]
-                                              + cmd[2:-1] + [os.path.relpath(path, ROOT)])
+                    s["command"] = recorded
                     s["machine"] = machine()
                     with open(path, "w") as f:
                         json.dump(s, f, indent=1)
                     os.remove(path + ".tmp")
+                    if ckdir:
+                        shutil.rmtree(ckdir, ignore_errors=True)
                     last = s["evals"][-1]
                     log(f"  {m['metric']} {last[m['metric']]:.4f}  "
                         f"{s['step_time_mean_s']:.3f} s/step  wall {wall:.0f} s")
@@ -365,6 +392,9 @@ def main():
                          "(trained on loopback first) instead of the schedule's first steps")
     ap.add_argument("--checkpoint-root", default="/tmp/ddp_real_checkpoints",
                     help="speed --from-step: where the checkpoints go (one folder per run)")
+    ap.add_argument("--resume-root", default="",
+                    help="accuracy: checkpoint each run at its evaluations under this folder "
+                         "(relative to the repository root) and resume a cut-short run from it (not PowerSGD's)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     ap.add_argument("--cluster-name", default="ddpr")
     ap.add_argument("--port", type=int, default=29710)
