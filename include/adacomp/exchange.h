@@ -74,6 +74,24 @@ enum class ExchangeKind {
 std::string_view ExchangeKindName(ExchangeKind kind);
 Result<ExchangeKind> ParseExchangeKind(std::string_view name);
 
+// The two ways a step of the `auto` codec can go (ExchangeOptions::auto_dense).
+enum class StepMode : uint8_t {
+  kDense = 0,  // the float32 ring all-reduce of gradient + residue; residues emptied
+  kCodec = 1,  // each tensor by its compressor (its codec), as without auto
+};
+std::string_view StepModeName(StepMode mode);  // "dense", "codec"
+
+// How `auto` probes and settles (src/exchange/speed_choice.h tells how).
+struct SpeedChoiceOptions {
+  int probe_steps = 3;          // timed steps of each mode per probe (>= 1)
+  int64_t reprobe_every = 500;  // settled steps before the other mode is probed again; 0 = never
+  double drift = 0.3;           // re-probe when the settled mode's recent median moves this much
+  int64_t min_settled = 50;     // ... but no sooner than this many settled steps
+  double margin = 0.05;         // the codec only when its time < dense's x (1 - margin)
+  // InvalidArgument naming the bad field, or OK.
+  Status Validate() const;
+};
+
 struct ExchangeOptions {
   ExchangeKind kind = ExchangeKind::kAllGather;
   // The reduce-scatter's averaged slices on the wire: kFp32 (exact, the
@@ -81,6 +99,16 @@ struct ExchangeOptions {
   // the sums are dense; every learner takes the rounded values, so replicas
   // stay identical, but they differ from the all-gather's).
   ValueMode summed_values = ValueMode::kFp32;
+  // The `auto` codec: each step goes either by the tensors' codecs or as
+  // the dense float32 all-reduce of each learner's gradient plus residue
+  // (the residues then empty, so nothing is lost at a switch and the codec
+  // restarts from empty residues), whichever this run's measured step times
+  // say is faster. Every learner sends its last step's time in the step's
+  // agreement and all decide from the same figures (the fastest learner's:
+  // it waited least), so replicas stay identical. Needs a codec with a
+  // residue on every tensor (adacomp, topk, threshold, onebit).
+  bool auto_dense = false;
+  SpeedChoiceOptions speed{};
 };
 
 // What one Step() did, the same on every learner of the group.
@@ -103,6 +131,11 @@ struct ExchangeResult {
   // (every collective of it, the agreement included; Communicator::traffic()),
   // skipped steps too: the bytes on the wire, without TCP/IP framing.
   uint64_t transport_sent_bytes = 0, transport_received_bytes = 0;
+  // auto_dense: the mode this step went by and, when it settled a choice,
+  // why (the two median step times compared; the same on every learner).
+  // Without auto_dense: kDense for an all-reduce, kCodec otherwise.
+  StepMode mode = StepMode::kCodec;
+  std::string speed_note;
   // Wall time of the phases on this learner.
   double compress_seconds = 0, communicate_seconds = 0, decompress_seconds = 0;
 
@@ -144,10 +177,19 @@ class GradientExchange {
   bool all_reduce_half() const;
   ExchangeKind kind() const;
   // The compressors (one per tensor; none on the all-reduce path), for
-  // saving and restoring their state.
+  // saving and restoring their state. With auto_dense the non-const one
+  // notes that tensor k's residue may have changed, so the next dense step
+  // sends it along.
   size_t compressors() const;
   Compressor& compressor(size_t k);
   const Compressor& compressor(size_t k) const;
+  // auto_dense: the chooser's state (which mode, the times it has seen and
+  // this learner's time of the last step, which the next step's agreement
+  // sends), for checkpoints; LoadSpeedState leaves it unchanged on error.
+  // Without auto_dense: empty, and only empty loads.
+  bool auto_dense() const;
+  std::vector<uint8_t> SaveSpeedState() const;
+  Status LoadSpeedState(std::span<const uint8_t> bytes);
 
  private:
   struct Impl;  // the settings, compressors and per-step buffers (exchange.cc)

@@ -27,6 +27,12 @@
 // the wire, half the bytes. Dense fp16 beside any other tensor setting is
 // refused (dense frames carry float32). Every learner computes the same
 // averaged bytes, so replicas that apply them stay bit-identical.
+// With ExchangeOptions::auto_dense the agreement also carries each
+// learner's time of its previous step; from the fastest learner's, a
+// SpeedChooser (speed_choice.h) picks this step's mode on every learner
+// alike: the codec path above, or the float32 all-reduce of each learner's
+// gradient plus the residue each compressor holds, after which those
+// residues are emptied (only once that all-reduce succeeded).
 //
 // The public class holds only a pointer to its Impl below: the settings,
 // the compressors and the buffers reused from step to step. Tests and the
@@ -45,6 +51,7 @@
 #include "exchange/exchange_choice.h"
 #include "exchange/exchange_hooks.h"
 #include "exchange/slice_exchange.h"
+#include "exchange/speed_choice.h"
 
 namespace adacomp {
 namespace {
@@ -58,8 +65,10 @@ using Hold = exchange_internal::ThrottleHold;
 
 // The agreement message: {int32 first non-finite tensor or -1, int32 0,
 // float64 side value}, little-endian (the host's order; every learner of a
-// group runs the same build).
+// group runs the same build); with auto_dense one more float64, the
+// learner's seconds of its previous step (< 0: none).
 constexpr size_t kAgreeBytes = 16;
+constexpr size_t kAgreeAutoBytes = 24;
 
 constexpr std::array<std::string_view, 3> kExchangeKindNames = {"allgather", "reduce-scatter",
                                                                 "auto"};
@@ -81,6 +90,13 @@ struct GradientExchange::Impl {
                        std::span<float> averaged, ExchangeResult* result,
                        ExchangeThrottle* throttle, bool hook = true);
   void CountTraffic(const CommTraffic& before, ExchangeResult* result) const;
+  // The codec path of a step (compress, then the all-gather and/or the
+  // reduce-scatter).
+  Status CodecStep(std::span<const std::span<const float>> grads, std::span<float> averaged,
+                   ExchangeResult* result, ExchangeThrottle* throttle);
+  // The dense all-reduce of gradients (+ residues, with auto_dense).
+  Status DenseStep(std::span<const std::span<const float>> grads, std::span<float> averaged,
+                   ExchangeResult* result, ExchangeThrottle* throttle, bool fold);
 
   Communicator& comm_;
   std::vector<ExchangeTensor> tensors_;
@@ -102,6 +118,17 @@ struct GradientExchange::Impl {
   std::vector<uint8_t> gather_message_;                // auto
   std::unique_ptr<exchange_internal::SliceExchange> slices_;     // reduce-scatter, auto
   std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
+  // auto_dense: the chooser, this learner's seconds of its last step (for
+  // the next agreement; < 0 none), the seconds the agreement settled on,
+  // and per compressor whether its residue may hold anything (cleared when
+  // a dense step has sent it).
+  std::unique_ptr<exchange_internal::SpeedChooser> speed_;
+  double last_seconds_ = -1;
+  double agreed_seconds_ = -1;
+  std::vector<uint8_t> residue_dirty_;
+  CompressorSnapshot fold_;
+  // Tests (exchange_hooks.h): the seconds a step took, instead of its wall time.
+  std::function<double(const ExchangeResult&)> step_clock_;
   // For failure tests (exchange_hooks.h): sees this learner's message
   // just before it is sent.
   std::function<void(std::vector<uint8_t>&)> send_hook_;
@@ -115,6 +142,10 @@ struct Access {
 
 void SetSendHook(GradientExchange& exchange, std::function<void(std::vector<uint8_t>&)> hook) {
   Access::Of(exchange).send_hook_ = std::move(hook);
+}
+
+void SetStepClock(GradientExchange& exchange, std::function<double(const ExchangeResult&)> clock) {
+  Access::Of(exchange).step_clock_ = std::move(clock);
 }
 
 }  // namespace exchange_internal
@@ -140,7 +171,34 @@ bool GradientExchange::all_reduce() const { return impl_->all_reduce_; }
 bool GradientExchange::all_reduce_half() const { return impl_->half_; }
 ExchangeKind GradientExchange::kind() const { return impl_->options_.kind; }
 size_t GradientExchange::compressors() const { return impl_->compressors_.size(); }
-Compressor& GradientExchange::compressor(size_t k) { return *impl_->compressors_[k]; }
+Compressor& GradientExchange::compressor(size_t k) {
+  if (k < impl_->residue_dirty_.size()) impl_->residue_dirty_[k] = 1;
+  return *impl_->compressors_[k];
+}
+bool GradientExchange::auto_dense() const { return impl_->speed_ != nullptr; }
+
+std::vector<uint8_t> GradientExchange::SaveSpeedState() const {
+  if (!impl_->speed_) return {};
+  std::vector<uint8_t> out = impl_->speed_->SaveState();
+  const auto* p = reinterpret_cast<const uint8_t*>(&impl_->last_seconds_);
+  out.insert(out.end(), p, p + sizeof(double));
+  return out;
+}
+
+Status GradientExchange::LoadSpeedState(std::span<const uint8_t> bytes) {
+  if (!impl_->speed_) {
+    if (bytes.empty()) return Status::OK();
+    return Status::InvalidArgument("a saved auto-codec state, but this exchange is not auto");
+  }
+  if (bytes.size() < sizeof(double)) {
+    return Status::InvalidArgument("a saved auto-codec state of " + std::to_string(bytes.size()) +
+                                   " bytes, too short (was the checkpoint made without auto?)");
+  }
+  const size_t n = bytes.size() - sizeof(double);
+  ADACOMP_RETURN_IF_ERROR(impl_->speed_->LoadState(bytes.first(n)));
+  std::memcpy(&impl_->last_seconds_, bytes.data() + n, sizeof(double));
+  return Status::OK();
+}
 const Compressor& GradientExchange::compressor(size_t k) const { return *impl_->compressors_[k]; }
 
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
@@ -179,6 +237,16 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     }
     x->half_ = true;
   }
+  if (options.auto_dense) {
+    ADACOMP_RETURN_IF_ERROR(options.speed.Validate());
+    if (x->all_reduce_) {
+      return Status::InvalidArgument(
+          "auto chooses between the dense all-reduce and the tensors' codecs, but every tensor "
+          "is dense: give the tensors a codec (e.g. adacomp)");
+    }
+    x->speed_ = std::make_unique<exchange_internal::SpeedChooser>(options.speed);
+    x->residue_dirty_.assign(x->tensors_.size(), 0);
+  }
   if (!x->all_reduce_) {
     for (size_t k = 0; k < x->tensors_.size(); ++k) {
       const ExchangeTensor& t = x->tensors_[k];
@@ -203,12 +271,14 @@ Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> gra
       }
     }
   }
-  uint8_t mine[kAgreeBytes] = {};
+  const size_t agree_bytes = speed_ ? kAgreeAutoBytes : kAgreeBytes;
+  uint8_t mine[kAgreeAutoBytes] = {};
   std::memcpy(mine, &bad_tensor, 4);
   std::memcpy(mine + 8, &value, 8);
+  std::memcpy(mine + 16, &last_seconds_, 8);
   const auto t0 = Clock::now();
   GatheredBuffers all;
-  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(mine, &all));
+  ADACOMP_RETURN_IF_ERROR(comm_.AllGatherV(std::span<const uint8_t>(mine, agree_bytes), &all));
   result->communicate_seconds += Since(t0);
   const int p = comm_.size();
   if (all.ranks() != static_cast<size_t>(p)) {
@@ -217,7 +287,7 @@ Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> gra
   }
   for (int r = 0; r < p; ++r) {
     const auto s = all.rank(static_cast<size_t>(r));
-    if (s.size() != kAgreeBytes) {
+    if (s.size() != agree_bytes) {
       return Status::Internal("learner " + std::to_string(r) + " sent a bad status");
     }
     int32_t bt;
@@ -226,6 +296,20 @@ Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> gra
     std::memcpy(&v, s.data() + 8, 8);
     if (bt >= 0) result->non_finite.emplace_back(r, bt);
     result->values.push_back(v);
+  }
+  if (speed_) {
+    // The previous step's time: the fastest learner's (it waited least for
+    // the others); none when any learner has none.
+    agreed_seconds_ = -1;
+    for (int r = 0; r < p; ++r) {
+      double sec;
+      std::memcpy(&sec, all.rank(static_cast<size_t>(r)).data() + 16, 8);
+      if (!(sec >= 0)) {
+        agreed_seconds_ = -1;
+        break;
+      }
+      agreed_seconds_ = r == 0 ? sec : std::min(agreed_seconds_, sec);
+    }
   }
   return Status::OK();
 }
@@ -258,50 +342,87 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
   const CommTraffic before = comm_.traffic();
   ADACOMP_RETURN_IF_ERROR(Agree(grads, value, result, throttle));
   if (result->skipped()) {
+    last_seconds_ = -1;  // nothing to time
     CountTraffic(before, result);
     return Status::OK();
   }
-
-  const int p = comm_.size();
   result->wire_bytes.assign(n_tensors, 0);
   result->selected.assign(n_tensors, 0);
-  if (all_reduce_) {
-    {
-      Hold hold(throttle);
-      const auto t0 = Clock::now();
-      for (size_t k = 0; k < n_tensors; ++k) {
-        if (!grads[k].empty()) {
-          std::memcpy(averaged.data() + offsets_[k], grads[k].data(), grads[k].size_bytes());
-        }
-      }
-      // fp16: x / P before the sum (as PyTorch's fp16 hook does), so that
-      // the sums stay within half's range.
-      if (half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
-      result->compress_seconds = Since(t0);
-    }
-    const auto t1 = Clock::now();
-    ADACOMP_RETURN_IF_ERROR(half_ ? comm_.AllReduceSumHalf(averaged)
-                                  : comm_.AllReduceSum(averaged));
-    result->communicate_seconds += Since(t1);
-    Hold hold(throttle);
-    const auto t2 = Clock::now();
-    // x / P, vectorized; the same bits as DecodeAverageAll of dense frames.
-    if (!half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
-    for (size_t k = 0; k < n_tensors; ++k) {
-      result->wire_bytes[k] = tensors_[k].elements * (half_ ? 2 : 4) * static_cast<uint64_t>(p);
-      result->selected[k] = tensors_[k].elements * static_cast<uint64_t>(p);
-    }
-    result->decompress_seconds = Since(t2);
-    CountTraffic(before, result);
-    return Status::OK();
+  result->mode = all_reduce_ ? StepMode::kDense : StepMode::kCodec;
+  if (speed_) {
+    speed_->Record(agreed_seconds_);
+    result->mode = speed_->Decide();
+    result->speed_note = speed_->note();
   }
+  const auto t0 = Clock::now();
+  last_seconds_ = -1;  // a failed step has no time
+  ADACOMP_RETURN_IF_ERROR(result->mode == StepMode::kDense
+                              ? DenseStep(grads, averaged, result, throttle, speed_ != nullptr)
+                              : CodecStep(grads, averaged, result, throttle));
+  CountTraffic(before, result);
+  if (speed_) last_seconds_ = step_clock_ ? step_clock_(*result) : Since(t0);
+  return Status::OK();
+}
 
+Status GradientExchange::Impl::DenseStep(std::span<const std::span<const float>> grads,
+                                         std::span<float> averaged, ExchangeResult* result,
+                                         ExchangeThrottle* throttle, bool fold) {
+  const int p = comm_.size();
+  const size_t n_tensors = tensors_.size();
+  {
+    Hold hold(throttle);
+    const auto t0 = Clock::now();
+    for (size_t k = 0; k < n_tensors; ++k) {
+      if (grads[k].empty()) continue;
+      std::memcpy(averaged.data() + offsets_[k], grads[k].data(), grads[k].size_bytes());
+      if (fold && residue_dirty_[k]) {
+        // The residue goes along: nothing a compressor held back is lost.
+        const std::span<const float> r = compressors_[k]->residue();
+        float* out = averaged.data() + offsets_[k];
+        for (size_t i = 0; i < r.size(); ++i) out[i] += r[i];
+      }
+    }
+    // fp16: x / P before the sum (as PyTorch's fp16 hook does), so that
+    // the sums stay within half's range.
+    if (half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
+    result->compress_seconds = Since(t0);
+  }
+  const auto t1 = Clock::now();
+  ADACOMP_RETURN_IF_ERROR(half_ ? comm_.AllReduceSumHalf(averaged) : comm_.AllReduceSum(averaged));
+  result->communicate_seconds += Since(t1);
+  Hold hold(throttle);
+  const auto t2 = Clock::now();
+  // x / P, vectorized; the same bits as DecodeAverageAll of dense frames.
+  if (!half_) internal::DivideFloats(averaged.data(), averaged.size(), static_cast<float>(p));
+  for (size_t k = 0; k < n_tensors; ++k) {
+    result->wire_bytes[k] = tensors_[k].elements * (half_ ? 2 : 4) * static_cast<uint64_t>(p);
+    result->selected[k] = tensors_[k].elements * static_cast<uint64_t>(p);
+  }
+  if (fold) {
+    // Sent: the residues empty, only now that the all-reduce succeeded.
+    for (size_t k = 0; k < n_tensors; ++k) {
+      if (!residue_dirty_[k]) continue;
+      compressors_[k]->Snapshot(&fold_);
+      std::fill(fold_.residue.begin(), fold_.residue.end(), 0.0f);
+      ADACOMP_RETURN_IF_ERROR(compressors_[k]->Restore(fold_));
+      residue_dirty_[k] = 0;
+    }
+  }
+  result->decompress_seconds = Since(t2);
+  return Status::OK();
+}
+
+Status GradientExchange::Impl::CodecStep(std::span<const std::span<const float>> grads,
+                                         std::span<float> averaged, ExchangeResult* result,
+                                         ExchangeThrottle* throttle) {
+  const size_t n_tensors = tensors_.size();
   {
     Hold hold(throttle);
     const auto t0 = Clock::now();
     message_.clear();
     frame_ends_.clear();
     for (size_t k = 0; k < n_tensors; ++k) {
+      if (!residue_dirty_.empty()) residue_dirty_[k] = 1;
       Status st = compressors_[k]->Compress(grads[k], &message_);
       if (!st.ok()) return st.WithContext("compressing " + tensors_[k].name);
       frame_ends_.push_back(message_.size());
@@ -311,9 +432,7 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
   if (options_.kind == ExchangeKind::kAllGather) {
     all_.resize(n_tensors);
     for (size_t k = 0; k < n_tensors; ++k) all_[k] = k;
-    ADACOMP_RETURN_IF_ERROR(GatherAverage(all_, message_, averaged, result, throttle));
-    CountTraffic(before, result);
-    return Status::OK();
+    return GatherAverage(all_, message_, averaged, result, throttle);
   }
   // Reduce-scatter, or auto: each tensor by the way the chooser picked.
   frame_spans_.clear();
@@ -353,7 +472,6 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
     }
     result->decompress_seconds += Since(t3);
   }
-  CountTraffic(before, result);
   return Status::OK();
 }
 

@@ -1,0 +1,234 @@
+// SpeedChooser (speed_choice.h): the `auto` codec's probe-and-settle rule.
+#include "exchange/speed_choice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace adacomp::exchange_internal {
+namespace {
+
+int Index(StepMode m) { return m == StepMode::kDense ? 0 : 1; }
+StepMode Other(StepMode m) { return m == StepMode::kDense ? StepMode::kCodec : StepMode::kDense; }
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g s", s);
+  return buf;
+}
+
+// The saved state: "SPD1", then the fields below in this order, each as
+// its host bytes (every learner of a run and its resume run the same build).
+constexpr char kMagic[4] = {'S', 'P', 'D', '1'};
+constexpr size_t kMaxSamples = 1 << 16;
+
+struct Writer {
+  std::vector<uint8_t> b;
+  template <typename T>
+  void Put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof v);
+  }
+  void PutVector(const std::vector<double>& v) {
+    Put<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (double x : v) Put(x);
+  }
+};
+
+struct Reader {
+  std::span<const uint8_t> b;
+  size_t at = 0;
+  bool ok = true;
+  template <typename T>
+  T Get() {
+    T v{};
+    if (b.size() - at < sizeof v) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, b.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::vector<double> GetVector() {
+    const uint32_t n = Get<uint32_t>();
+    if (!ok || n > kMaxSamples) {
+      ok = false;
+      return {};
+    }
+    std::vector<double> v(n);
+    for (double& x : v) x = Get<double>();
+    return v;
+  }
+};
+
+}  // namespace
+
+SpeedChooser::SpeedChooser(SpeedChoiceOptions options) : o_(options) {}
+
+double SpeedChooser::Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+StepMode SpeedChooser::Decide() {
+  note_.clear();
+  const size_t probe = static_cast<size_t>(std::max(1, o_.probe_steps));
+  if (!started_) {
+    started_ = true;
+    StartProbe(StepMode::kDense, /*both=*/true);
+  } else if (!settled_) {
+    if (samples_[Index(mode_)].size() >= probe) {
+      if (probe_both_ && mode_ == probe_first_) {
+        mode_ = Other(mode_);
+        run_ = 0;
+      } else {
+        Settle();
+      }
+    }
+  } else {
+    ++since_settle_;
+    const bool due = o_.reprobe_every > 0 && since_settle_ >= o_.reprobe_every;
+    const bool drifted = o_.drift > 0 && since_settle_ >= o_.min_settled &&
+                         recent_.size() >= probe && settled_ref_ > 0 &&
+                         std::fabs(Median(recent_) / settled_ref_ - 1.0) > o_.drift;
+    if (due || drifted) {
+      ref_[Index(mode_)] = Median(recent_);
+      note_ = "auto: probing " + std::string(StepModeName(Other(mode_))) + " again (" +
+              std::string(StepModeName(mode_)) + " now " + Seconds(ref_[Index(mode_)]) +
+              " a step" +
+              (drifted && !due ? ", was " + Seconds(settled_ref_) : std::string()) + ")";
+      StartProbe(Other(mode_), /*both=*/false);
+    }
+  }
+  pending_ = true;
+  pending_timed_ = run_ > 0;
+  ++run_;
+  return mode_;
+}
+
+void SpeedChooser::StartProbe(StepMode first, bool both) {
+  settled_ = false;
+  probe_both_ = both;
+  probe_first_ = first;
+  samples_[0].clear();
+  samples_[1].clear();
+  mode_ = first;
+  run_ = 0;
+}
+
+void SpeedChooser::Settle() {
+  if (probe_both_) {
+    ref_[0] = Median(samples_[0]);
+    ref_[1] = Median(samples_[1]);
+  } else {
+    ref_[Index(mode_)] = Median(samples_[Index(mode_)]);
+  }
+  const StepMode pick = ref_[1] < ref_[0] * (1.0 - o_.margin) ? StepMode::kCodec : StepMode::kDense;
+  note_ = "auto: " + std::string(StepModeName(pick)) + ", " + Seconds(ref_[Index(pick)]) +
+          " a step against " + std::string(StepModeName(Other(pick))) + "'s " +
+          Seconds(ref_[Index(Other(pick))]);
+  if (pick != mode_) run_ = 0;
+  mode_ = pick;
+  settled_ = true;
+  since_settle_ = 0;
+  settled_ref_ = ref_[Index(pick)];
+  recent_.clear();
+  samples_[0].clear();
+  samples_[1].clear();
+}
+
+void SpeedChooser::Record(double seconds) {
+  if (!pending_) return;
+  pending_ = false;
+  if (!pending_timed_ || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  if (!settled_) {
+    samples_[Index(mode_)].push_back(seconds);
+  } else {
+    recent_.push_back(seconds);
+    const size_t probe = static_cast<size_t>(std::max(1, o_.probe_steps));
+    if (recent_.size() > probe) recent_.erase(recent_.begin());
+  }
+}
+
+std::vector<uint8_t> SpeedChooser::SaveState() const {
+  Writer w;
+  w.b.assign(kMagic, kMagic + 4);
+  w.Put<uint8_t>(static_cast<uint8_t>(mode_));
+  w.Put<uint8_t>(started_);
+  w.Put<uint8_t>(pending_);
+  w.Put<uint8_t>(pending_timed_);
+  w.Put<uint8_t>(settled_);
+  w.Put<uint8_t>(probe_both_);
+  w.Put<uint8_t>(static_cast<uint8_t>(probe_first_));
+  w.Put<int64_t>(run_);
+  w.Put<int64_t>(since_settle_);
+  w.PutVector(samples_[0]);
+  w.PutVector(samples_[1]);
+  w.PutVector(recent_);
+  w.Put(ref_[0]);
+  w.Put(ref_[1]);
+  w.Put(settled_ref_);
+  return std::move(w.b);
+}
+
+Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 4 || std::memcmp(bytes.data(), kMagic, 4) != 0) {
+    return Status::InvalidArgument("not a saved auto-codec state (no SPD1 mark)");
+  }
+  Reader r{bytes, 4};
+  SpeedChooser n(o_);
+  const uint8_t mode = r.Get<uint8_t>();
+  n.started_ = r.Get<uint8_t>() != 0;
+  n.pending_ = r.Get<uint8_t>() != 0;
+  n.pending_timed_ = r.Get<uint8_t>() != 0;
+  n.settled_ = r.Get<uint8_t>() != 0;
+  n.probe_both_ = r.Get<uint8_t>() != 0;
+  const uint8_t first = r.Get<uint8_t>();
+  n.run_ = r.Get<int64_t>();
+  n.since_settle_ = r.Get<int64_t>();
+  n.samples_[0] = r.GetVector();
+  n.samples_[1] = r.GetVector();
+  n.recent_ = r.GetVector();
+  n.ref_[0] = r.Get<double>();
+  n.ref_[1] = r.Get<double>();
+  n.settled_ref_ = r.Get<double>();
+  if (!r.ok || r.at != bytes.size() || mode > 1 || first > 1 || n.run_ < 0 ||
+      n.since_settle_ < 0) {
+    return Status::Corruption("a saved auto-codec state of " + std::to_string(bytes.size()) +
+                              " bytes does not read back whole");
+  }
+  n.mode_ = static_cast<StepMode>(mode);
+  n.probe_first_ = static_cast<StepMode>(first);
+  *this = std::move(n);
+  return Status::OK();
+}
+
+}  // namespace adacomp::exchange_internal
+
+namespace adacomp {
+
+std::string_view StepModeName(StepMode mode) {
+  return mode == StepMode::kDense ? "dense" : "codec";
+}
+
+Status SpeedChoiceOptions::Validate() const {
+  if (probe_steps < 1 || probe_steps > 1000) {
+    return Status::InvalidArgument("auto: probe_steps must be 1..1000, not " +
+                                   std::to_string(probe_steps));
+  }
+  if (reprobe_every < 0) return Status::InvalidArgument("auto: reprobe_every must be >= 0");
+  if (min_settled < 0) return Status::InvalidArgument("auto: min_settled must be >= 0");
+  if (!(drift >= 0) || !std::isfinite(drift)) {
+    return Status::InvalidArgument("auto: drift must be a finite fraction >= 0");
+  }
+  if (!(margin >= 0 && margin < 1)) {
+    return Status::InvalidArgument("auto: margin must be in [0, 1)");
+  }
+  return Status::OK();
+}
+
+}  // namespace adacomp

@@ -1,0 +1,78 @@
+// src/exchange/speed_choice.h: how the `auto` codec (ExchangeOptions::auto_dense)
+// picks, step by step, between the dense float32 all-reduce and the
+// tensors' codecs, from step times measured on this run.
+//
+// Probing: the run starts dense (the early phase, where dense's steps also
+// train best) for probe_steps timed steps, then runs the codec for as many,
+// and settles on the faster by the medians (the codec only when its time is
+// below dense's by `margin`: on a tie, dense's exact averages win). The
+// first step after each switch is not timed (it pays the switch). Once
+// settled it probes the other mode again every reprobe_every steps, or
+// sooner when the median of the last probe_steps times of the mode it runs
+// has drifted by more than `drift` from the time it settled on (no sooner
+// than min_settled steps after settling); a re-probe compares the other
+// mode's new median with that recent median.
+//
+// Every learner feeds it the same numbers (the exchange agrees on them) and
+// it is deterministic, so every learner decides the same. Its whole state
+// saves to bytes for checkpoints. Internal to adacomp_exchange; one object
+// per learner, used by its thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "adacomp/exchange.h"
+#include "adacomp/status.h"
+
+namespace adacomp::exchange_internal {
+
+class SpeedChooser {
+ public:
+  explicit SpeedChooser(SpeedChoiceOptions options = {});
+
+  // The mode of the step about to run; call once per step that runs (not
+  // for a skipped one).
+  StepMode Decide();
+  // The agreed seconds of the step last decided (the exchange learns them
+  // one step later); a negative value (no figure) or a second call for the
+  // same step is ignored.
+  void Record(double seconds);
+  // What the last Decide() settled, when it settled something ("" otherwise):
+  // the mode chosen and the two median times compared.
+  const std::string& note() const { return note_; }
+  // The median step time of each mode at the last comparison (0 before).
+  double dense_seconds() const { return ref_[0]; }
+  double codec_seconds() const { return ref_[1]; }
+  bool settled() const { return settled_; }
+
+  std::vector<uint8_t> SaveState() const;
+  // Leaves the state unchanged on error (InvalidArgument or Corruption).
+  Status LoadState(std::span<const uint8_t> bytes);
+
+ private:
+  static double Median(std::vector<double> v);
+  void StartProbe(StepMode first, bool both);
+  void Settle();
+
+  SpeedChoiceOptions o_;
+  StepMode mode_ = StepMode::kDense;  // the mode of the last decided step
+  bool started_ = false;              // Decide() has been called
+  bool pending_ = false;              // the last decided step awaits its Record()
+  bool pending_timed_ = false;        // ... and is timed (not the first after a switch)
+  bool settled_ = false;              // false: probing
+  bool probe_both_ = true;            // this probe times both modes (the first one)
+  StepMode probe_first_ = StepMode::kDense;
+  int64_t run_ = 0;                   // steps decided in mode_ since the last switch
+  int64_t since_settle_ = 0;          // steps decided since settling
+  std::vector<double> samples_[2];    // timed steps of each mode in this probe
+  std::vector<double> recent_;        // the settled mode's last probe_steps times
+  double ref_[2] = {0, 0};            // medians at the last comparison
+  double settled_ref_ = 0;            // the settled mode's time when it settled
+  std::string note_;
+};
+
+}  // namespace adacomp::exchange_internal

@@ -1,0 +1,194 @@
+// SpeedChooser (speed_choice.h) fed step times by hand: the probe order,
+// the settled choice against a margin, re-probes by count and by drift, the
+// untimed first step after each switch, and its saved state.
+#include "exchange/speed_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace adacomp::exchange_internal {
+namespace {
+
+constexpr StepMode D = StepMode::kDense;
+constexpr StepMode C = StepMode::kCodec;
+
+// Runs `steps` steps; each decided step takes times(mode, step) seconds.
+template <typename F>
+std::vector<StepMode> Drive(SpeedChooser& c, int steps, F times, std::vector<std::string>* notes = nullptr,
+                          int first = 0) {
+  std::vector<StepMode> modes;
+  for (int s = first; s < first + steps; ++s) {
+    const StepMode m = c.Decide();
+    if (notes && !c.note().empty()) notes->push_back(std::to_string(s) + ": " + c.note());
+    modes.push_back(m);
+    c.Record(times(m, s));
+  }
+  return modes;
+}
+
+std::string Letters(const std::vector<StepMode>& modes) {
+  std::string s;
+  for (StepMode m : modes) s += m == D ? 'D' : 'C';
+  return s;
+}
+
+TEST(SpeedChooser, ProbesDenseThenTheCodecThenSettlesOnTheFaster) {
+  SpeedChoiceOptions o;
+  o.probe_steps = 3;
+  o.reprobe_every = 0;
+  o.drift = 0;
+  {
+    SpeedChooser c(o);
+    std::vector<std::string> notes;
+    // One untimed step after each switch, then three timed ones.
+    EXPECT_EQ(Letters(Drive(c, 14, [](StepMode m, int) { return m == D ? 1.0 : 2.0; }, &notes)),
+              "DDDDCCCCDDDDDD");
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0], "8: auto: dense, 1 s a step against codec's 2 s");
+    EXPECT_DOUBLE_EQ(c.dense_seconds(), 1.0);
+    EXPECT_DOUBLE_EQ(c.codec_seconds(), 2.0);
+  }
+  {
+    SpeedChooser c(o);
+    EXPECT_EQ(Letters(Drive(c, 14, [](StepMode m, int) { return m == D ? 0.5 : 0.1; })),
+              "DDDDCCCCCCCCCC");
+    EXPECT_TRUE(c.settled());
+  }
+}
+
+TEST(SpeedChooser, TheCodecMustBeatDenseByTheMargin) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 0;
+  o.margin = 0.05;
+  SpeedChooser near(o);  // 3 % faster: not enough, dense's exact averages win
+  EXPECT_EQ(Letters(Drive(near, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.97; })).back(), 'D');
+  SpeedChooser clear(o);  // 10 % faster
+  EXPECT_EQ(Letters(Drive(clear, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.9; })).back(), 'C');
+}
+
+TEST(SpeedChooser, MediansIgnoreOneOutlierAndTheFirstStepAfterASwitch) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 0;
+  SpeedChooser c(o);
+  // Each mode's first step is huge (allocations, the switch) and one timed
+  // codec step stalls: the medians still say codec.
+  const auto modes = Drive(c, 10, [](StepMode m, int s) {
+    if (s == 0 || s == 4) return 100.0;
+    if (s == 6) return 50.0;
+    return m == D ? 1.0 : 0.5;
+  });
+  EXPECT_EQ(Letters(modes), "DDDDCCCCCC");
+}
+
+TEST(SpeedChooser, ReprobesTheOtherModeEveryReprobeEverySteps) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 5;
+  o.drift = 0;
+  SpeedChooser c(o);
+  std::vector<std::string> notes;
+  // The link gets faster at step 12: dense wins from then on.
+  const auto modes = Drive(c, 26, [](StepMode m, int s) {
+    if (m == C) return 1.0;
+    return s < 12 ? 4.0 : 0.5;
+  }, &notes);
+  // Settled on the codec at step 8; five settled steps later (13) dense
+  // is probed again (4 steps); at 17 it settles on dense, and five steps
+  // later (22) probes the codec again.
+  EXPECT_EQ(Letters(modes), "DDDDCCCCCCCCCDDDDDDDDDCCCC");
+  ASSERT_EQ(notes.size(), 4u);
+  EXPECT_EQ(notes[0], "8: auto: codec, 1 s a step against dense's 4 s");
+  EXPECT_EQ(notes[1], "13: auto: probing dense again (codec now 1 s a step)");
+  EXPECT_EQ(notes[2], "17: auto: dense, 0.5 s a step against codec's 1 s");
+  EXPECT_EQ(notes[3], "22: auto: probing codec again (dense now 0.5 s a step)");
+}
+
+TEST(SpeedChooser, ReprobesWhenTheSettledModesTimeDrifts) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 0;
+  o.drift = 0.3;
+  o.min_settled = 4;
+  SpeedChooser c(o);
+  std::vector<std::string> notes;
+  // The codec settles at 1 s (step 8); from step 10 its steps take 3 s (the
+  // CPU got busy): at step 12, the fourth settled step, the median of its
+  // last three is 3 s, past 30 % off, and dense is probed again, now cheaper.
+  const auto modes = Drive(c, 24, [](StepMode m, int s) {
+    if (m == D) return 2.0;
+    return s < 10 ? 1.0 : 3.0;
+  }, &notes);
+  EXPECT_EQ(Letters(modes).substr(0, 8), "DDDDCCCC");
+  ASSERT_GE(notes.size(), 3u);
+  EXPECT_EQ(notes[1], "12: auto: probing dense again (codec now 3 s a step, was 1 s)");
+  EXPECT_EQ(notes[2], "16: auto: dense, 2 s a step against codec's 3 s");
+  EXPECT_EQ(modes.back(), D);
+}
+
+TEST(SpeedChooser, AStepWithoutATimeIsNotCounted) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 0;
+  SpeedChooser c(o);
+  // Steps 1 and 2 have no figure (skipped or failed elsewhere): dense is
+  // timed on steps 3-5 and the codec starts at 6.
+  const auto modes = Drive(c, 8, [](StepMode, int s) { return s == 1 || s == 2 ? -1.0 : 1.0; });
+  EXPECT_EQ(Letters(modes), "DDDDDDCC");
+  c.Record(5.0);  // a second figure for the same step is ignored
+  c.Record(5.0);
+}
+
+TEST(SpeedChooser, ASavedStateDecidesAsTheUninterruptedOne) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 7;
+  auto times = [](StepMode m, int s) { return (m == D ? 1.0 : 0.6) + 0.01 * (s % 3); };
+  for (int cut : {0, 3, 5, 9, 15}) {
+    SpeedChooser whole(o), first(o), second(o);
+    const auto all = Drive(whole, 30, times);
+    auto a = Drive(first, cut, times);
+    const std::vector<uint8_t> saved = first.SaveState();
+    ASSERT_TRUE(second.LoadState(saved).ok());
+    EXPECT_EQ(second.SaveState(), saved);
+    const auto b = Drive(second, 30 - cut, times, nullptr, cut);
+    a.insert(a.end(), b.begin(), b.end());
+    EXPECT_EQ(Letters(a), Letters(all)) << "cut at " << cut;
+  }
+}
+
+TEST(SpeedChooser, ABadStateIsRefusedAndChangesNothing) {
+  SpeedChoiceOptions o;
+  SpeedChooser c(o);
+  Drive(c, 6, [](StepMode m, int) { return m == D ? 1.0 : 0.5; });
+  const std::vector<uint8_t> before = c.SaveState();
+  std::vector<uint8_t> bad = before;
+  bad[0] = 'X';
+  EXPECT_EQ(c.LoadState(bad).code(), StatusCode::kInvalidArgument);
+  bad = before;
+  bad.pop_back();
+  EXPECT_EQ(c.LoadState(bad).code(), StatusCode::kCorruption);
+  bad = before;
+  bad.push_back(0);
+  EXPECT_EQ(c.LoadState(bad).code(), StatusCode::kCorruption);
+  bad = before;
+  bad[4] = 7;  // no such mode
+  EXPECT_EQ(c.LoadState(bad).code(), StatusCode::kCorruption);
+  EXPECT_EQ(c.SaveState(), before);
+}
+
+TEST(SpeedChooser, OptionsAreValidated) {
+  SpeedChoiceOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.probe_steps = 0;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.margin = 1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.drift = -0.1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.reprobe_every = -1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace adacomp::exchange_internal
