@@ -142,6 +142,13 @@ struct TrainCodecOptions {
   // correction, as in Deep Gradient Compression); Adam: its Adam step.
   // false = the paper's optimizer after aggregation.
   bool local_optimizer = false;
+  // The `auto` codec (--codec auto; ExchangeOptions::auto_dense): each step
+  // goes by the codec above or as the dense float32 all-reduce of gradient
+  // plus residue, whichever this run's measured step times say is faster
+  // (dense first; src/exchange/speed_choice.h). Not with local_optimizer,
+  // dense_warmup_steps or a bin schedule.
+  bool auto_dense = false;
+  SpeedChoiceOptions speed;
   // With local_optimizer: bit (1 << LayerType) set = that type's tensors run
   // the optimizer on the learner, the others the paper's optimizer after
   // aggregation; 0 (or every bit) = every tensor.
@@ -236,6 +243,11 @@ struct TrainSummary {
   int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;
   // Adaptive schedule: steps x tensors that were sent lightened.
   int64_t lightened_tensor_steps = 0;
+  // auto: the steps (run in this process) that went dense and by the
+  // codec, and what it settled on, when ("step 9: auto: codec, ...").
+  bool auto_codec = false;
+  int64_t auto_dense_steps = 0, auto_codec_steps = 0;
+  std::vector<std::string> auto_choices;
   int64_t dense_below = 0, dense_warmup_steps = 0;  // as in TrainOptions
   double clip_grad_norm = 0;                        // as in TrainOptions
   int64_t lr_warmup_steps = 0;                      // as in TrainOptions

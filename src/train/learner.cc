@@ -52,9 +52,15 @@ Status Learner::Setup() {
     specs.push_back({p.name, p.elements, p.type});
   }
   plan_ = PlanTensors(o_, specs, rank_);
-  ADACOMP_ASSIGN_OR_RETURN(
-      exchange_,
-      GradientExchange::Create(comm_, plan_.exchange, {o_.codec.exchange, o_.codec.summed_values}));
+  ExchangeOptions xo;
+  xo.kind = o_.codec.exchange;
+  xo.summed_values = o_.codec.summed_values;
+  xo.auto_dense = o_.codec.auto_dense;
+  xo.speed = o_.codec.speed;
+  ADACOMP_ASSIGN_OR_RETURN(exchange_, GradientExchange::Create(comm_, plan_.exchange, xo));
+  if (hooks_.auto_step_clock && exchange_->auto_dense()) {
+    exchange_internal::SetStepClock(*exchange_, hooks_.auto_step_clock(rank_));
+  }
   if (o_.codec.dense_warmup_steps > 0 && !exchange_->all_reduce()) {
     ADACOMP_ASSIGN_OR_RETURN(warmup_exchange_, GradientExchange::Create(comm_, plan_.dense));
   }
@@ -218,13 +224,23 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     return Status::OK();
   }
   consecutive_bad_ = 0;
-  if (!exchange.all_reduce()) {  // frames, by either exchange
+  // auto: a dense step is a warm-up step for what follows (no bins, no
+  // frames to count).
+  const bool dense_step = warmup || (exchange.auto_dense() && xr.mode == StepMode::kDense);
+  if (exchange.auto_dense()) {
+    ++(dense_step ? auto_dense_steps_ : auto_codec_steps_);
+    if (!xr.speed_note.empty()) {
+      auto_choices_.push_back("step " + std::to_string(step + 1) + ": " + xr.speed_note);
+      if (rank_ == 0) Message(auto_choices_.back());
+    }
+  }
+  if (!exchange.all_reduce() && !dense_step) {  // frames, by either exchange
     for (size_t k = 0; k < exchange.tensors(); ++k) {
       const bool rs = !xr.reduce_scatter.empty() && xr.reduce_scatter[k];
       ++(rs ? reduce_scatter_tensor_steps_ : allgather_tensor_steps_);
     }
   }
-  if (!warmup) bins_->AfterStep(step, exchange, agg_);
+  if (!dense_step) bins_->AfterStep(step, exchange, agg_);
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
@@ -244,7 +260,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
     step_totals.wire[type] += xr.wire_bytes[k];
     step_totals.dense[type] += n * 4 * static_cast<uint64_t>(p_);
     const uint32_t bin = bins_->sizes()[k];
-    if (bin && !warmup) {  // selected per bin: binned tensors only
+    if (bin && !dense_step) {  // selected per bin: binned tensors only
       step_totals.selected[type] += xr.selected[k];
       step_totals.bins[type] += static_cast<uint64_t>(p_) * ((n + bin - 1) / bin);
     }
@@ -436,6 +452,9 @@ Result<TrainSummary> Learner::Run() {
   f.test_examples = data_->test_count;
   f.lightened_tensor_steps = bins_->lightened();
   f.allgather_tensor_steps = allgather_tensor_steps_;
+  f.auto_dense_steps = auto_dense_steps_;
+  f.auto_codec_steps = auto_codec_steps_;
+  f.auto_choices = auto_choices_;
   f.reduce_scatter_tensor_steps = reduce_scatter_tensor_steps_;
   f.final_train_loss = last_window_loss_;
   f.totals = run_totals_;

@@ -143,6 +143,8 @@ class Learner {
   uint64_t transport_sent_ = 0, transport_received_ = 0;
   // Compressed tensors x steps by each exchange (TrainSummary).
   int64_t allgather_tensor_steps_ = 0, reduce_scatter_tensor_steps_ = 0;
+  int64_t auto_dense_steps_ = 0, auto_codec_steps_ = 0;  // --codec auto
+  std::vector<std::string> auto_choices_;
   std::vector<EpochMetrics> epochs_;
   double train_seconds_ = 0;   // in DoStep, since the start or the resume
   int64_t reached_step_ = -1;  // stop_at_accuracy reached at this step (the last evaluation)

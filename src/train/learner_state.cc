@@ -51,27 +51,31 @@ std::string Learner::StateDigest() const {
 
 // This learner's own state in a checkpoint: its compressors' states, with
 // --local-optimizer its moments after them, with the adaptive schedule its
-// windows last (the fingerprint says which, so a checkpoint is never read
-// the other way).
+// windows after them, with --codec auto its chooser last (the fingerprint
+// says which, so a checkpoint is never read the other way).
 std::vector<uint8_t> Learner::OwnState() const {
   const bool windows = bins_->has_state();
-  if (!local_ && !windows) return CompressorStates(*exchange_);
+  const bool speed = exchange_->auto_dense();
+  if (!local_ && !windows && !speed) return CompressorStates(*exchange_);
   ByteWriter w;
   w.PutBytes(CompressorStates(*exchange_));
   if (local_) w.PutBytes(local_->Save());
   if (windows) w.PutBytes(bins_->Save());
+  if (speed) w.PutBytes(exchange_->SaveSpeedState());
   return std::move(w.bytes);
 }
 
 Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
   const bool windows = bins_->has_state();
-  if (!local_ && !windows) return LoadCompressorStates(bytes, rank_, *exchange_);
+  const bool speed = exchange_->auto_dense();
+  if (!local_ && !windows && !speed) return LoadCompressorStates(bytes, rank_, *exchange_);
   const std::string what = "checkpoint: state of learner " + std::to_string(rank_);
   ByteReader r(bytes, what);
-  std::span<const uint8_t> compressors, moments, schedule;
+  std::span<const uint8_t> compressors, moments, schedule, chooser;
   ADACOMP_RETURN_IF_ERROR(r.GetBytes(&compressors));
   if (local_) ADACOMP_RETURN_IF_ERROR(r.GetBytes(&moments));
   if (windows) ADACOMP_RETURN_IF_ERROR(r.GetBytes(&schedule));
+  if (speed) ADACOMP_RETURN_IF_ERROR(r.GetBytes(&chooser));
   if (!r.AtEnd()) return Status::Corruption(what + " has trailing bytes");
   // As with the weights and the optimizer state before it, a failure here
   // fails the resume, and the run with it.
@@ -80,6 +84,10 @@ Status Learner::LoadOwnState(std::span<const uint8_t> bytes) {
     ADACOMP_RETURN_IF_ERROR(local_->Load(moments, "checkpoint: learner " + std::to_string(rank_)));
   }
   if (windows) ADACOMP_RETURN_IF_ERROR(bins_->Load(schedule));
+  if (speed) {
+    ADACOMP_RETURN_IF_ERROR(exchange_->LoadSpeedState(chooser).WithContext(
+        "checkpoint: learner " + std::to_string(rank_) + "'s auto choice"));
+  }
   return Status::OK();
 }
 

@@ -93,6 +93,24 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
     return bad("a bin-size schedule (--ramp-steps, --adapt-threshold) needs --codec adacomp, not " +
                std::string(CodecName(o.codec.config.codec)));
   }
+  if (o.codec.auto_dense) {
+    if (o.codec.config.codec == Codec::kDense) {
+      return bad("--codec auto chooses between dense and a codec; it takes the codec's settings "
+                 "(adacomp by default), not dense");
+    }
+    if (o.codec.local_optimizer) {
+      return bad("--codec auto does not run with --local-optimizer (a dense step would zero "
+                 "every learner's masked velocity)");
+    }
+    if (o.codec.dense_warmup_steps) {
+      return bad("--codec auto starts dense by itself; leave out --dense-warmup-steps");
+    }
+    if (o.codec.bin_schedule.enabled()) {
+      return bad("--codec auto runs the fixed bin sizes; leave out the bin-size schedule");
+    }
+    Status speed_ok = o.codec.speed.Validate();
+    if (!speed_ok.ok()) return bad(speed_ok.message());
+  }
   Status schedule_ok = o.codec.bin_schedule.Validate();
   if (!schedule_ok.ok()) return bad("bin-size schedule: " + schedule_ok.message());
   return o;
@@ -124,6 +142,10 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
     }
   }
   if (o.codec.dense_below) s << ";dense_below=" << o.codec.dense_below;
+  if (o.codec.auto_dense) {
+    s << ";auto=" << o.codec.speed.probe_steps << "," << o.codec.speed.reprobe_every << ","
+      << o.codec.speed.drift << "," << o.codec.speed.min_settled << "," << o.codec.speed.margin;
+  }
   if (o.codec.dense_warmup_steps) s << ";dense_warmup=" << o.codec.dense_warmup_steps;
   if (o.optim.clip_grad_norm > 0) s << ";clip=" << o.optim.clip_grad_norm;
   if (o.optim.lr_warmup_steps > 0) s << ";lr_warmup=" << o.optim.lr_warmup_steps;

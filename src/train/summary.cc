@@ -85,6 +85,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->clip_grad_norm = o.optim.clip_grad_norm;
   s->lr_warmup_steps = o.optim.lr_warmup_steps;
   s->local_optimizer = o.codec.local_optimizer;
+  s->auto_codec = o.codec.auto_dense;
   s->local_optimizer_types.clear();
   for (int t = 0; t < kLayerTypeCount; ++t) {
     const auto type = static_cast<LayerType>(t);
@@ -107,6 +108,9 @@ void FillRunSummary(const RunFacts& f, TrainSummary* s) {
   s->test_examples = f.test_examples;
   s->lightened_tensor_steps = f.lightened_tensor_steps;
   s->allgather_tensor_steps = f.allgather_tensor_steps;
+  s->auto_dense_steps = f.auto_dense_steps;
+  s->auto_codec_steps = f.auto_codec_steps;
+  s->auto_choices = f.auto_choices;
   s->reduce_scatter_tensor_steps = f.reduce_scatter_tensor_steps;
   s->final_train_loss = f.final_train_loss;
   f.totals.Rates(f.present, s->rate, &s->end_to_end_rate);

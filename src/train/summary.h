@@ -48,6 +48,8 @@ struct RunFacts {
   int64_t lightened_tensor_steps = 0;
   // Compressed tensors x steps by each exchange (this process's steps).
   int64_t allgather_tensor_steps = 0, reduce_scatter_tensor_steps = 0;
+  int64_t auto_dense_steps = 0, auto_codec_steps = 0;  // --codec auto
+  std::vector<std::string> auto_choices;
   double final_train_loss = 0, wall_seconds = 0;
   Totals totals;                       // over the steps of this process's run
   bool present[kLayerTypeCount] = {};  // the model's layer types

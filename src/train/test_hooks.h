@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "adacomp/communicator.h"
@@ -43,6 +44,10 @@ struct TrainTestHooks {
   // phase (a straggler). -1 = off.
   int slow_rank = -1;
   int slow_ms = 0;
+  // --codec auto: (rank) -> the seconds that learner reports for each step,
+  // from the step's result, instead of its wall time (a chosen link speed,
+  // the same on every run: resumes can be compared bit for bit).
+  std::function<std::function<double(const ExchangeResult&)>(int rank)> auto_step_clock;
 };
 
 // ValidateTrainOptions, Train and TrainLearner with test hooks.

@@ -129,11 +129,13 @@ int ParseTrainOptions(TrainArgs& a) {
   auto optimizer = ParseOptimizer(a.optimizer);
   if (!optimizer.ok()) return Fail(kCmd, kExitBadUsage, optimizer.status().message());
   o.optim.kind = *optimizer;
-  auto codec = ParseCodec(a.compressor);
+  // auto: AdaComp or the dense all-reduce, step by step, by measured times.
+  o.codec.auto_dense = a.compressor == "auto";
+  auto codec = ParseCodec(o.codec.auto_dense ? "adacomp" : a.compressor);
   if (!codec.ok()) {
     return Fail(kCmd, kExitBadUsage,
                 "--codec: unknown '" + a.compressor +
-                    "' (expected dense, adacomp, topk, threshold, onebit or terngrad)");
+                    "' (expected dense, adacomp, auto, topk, threshold, onebit or terngrad)");
   }
   o.codec.config.codec = *codec;
   auto values = ParseValueMode(a.values);
@@ -371,8 +373,15 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
   // --codec, as in `adacomp compress` and the API (CodecConfig::codec);
   // --compressor, the name it had first, still works.
   app->add_option("--codec,--compressor", args->compressor,
-                  "dense (a ring all-reduce; --values fp16 for binary16) | adacomp | topk | "
+                  "dense (a ring all-reduce; --values fp16 for binary16) | adacomp | auto "
+                  "(adacomp or dense, step by step, whichever this run measures faster) | topk | "
                   "threshold | onebit | terngrad")
+      ->capture_default_str();
+  app->add_option("--auto-probe-steps", o.codec.speed.probe_steps,
+                  "--codec auto: timed steps of each way per probe")
+      ->capture_default_str();
+  app->add_option("--auto-reprobe-every", o.codec.speed.reprobe_every,
+                  "--codec auto: settled steps before the other way is timed again (0 = never)")
       ->capture_default_str();
   args->learners_opt =
       app->add_option("--learners,-P", o.run.learners,

@@ -60,6 +60,13 @@ void PrintTrainSummary(const TrainSummary& s) {
   std::printf("  codec            %s%s%s\n", s.codec.c_str(),
               s.values.empty() ? "" : (" (" + s.values + ")").c_str(),
               s.codec == "adacomp" ? ("; bin size " + s.bin_size).c_str() : "");
+  if (s.auto_codec) {
+    std::printf("  auto             %lld steps dense, %lld by the codec%s%s\n",
+                static_cast<long long>(s.auto_dense_steps),
+                static_cast<long long>(s.auto_codec_steps),
+                s.auto_choices.empty() ? "" : "; last: ",
+                s.auto_choices.empty() ? "" : s.auto_choices.back().c_str());
+  }
   if (s.codec == "adacomp" && s.bin_schedule != "fixed") {
     std::printf("  bin schedule     %s (%lld tensor-steps lightened)\n", s.bin_schedule.c_str(),
                 static_cast<long long>(s.lightened_tensor_steps));
