@@ -89,7 +89,14 @@ CODECS = {
     # over the first epoch of the 16,384 examples (128 steps), 4 stages.
     "adacomp-ramp": ["--codec", "adacomp", "--ramp-steps", "128", "--ramp-start", "8",
                      "--ramp-stages", "4"],
+    # The auto codec: AdaComp or the dense all-reduce, step by step, from measured times
+    # (part auto-steps).
+    "auto": ["--codec", "auto"],
 }
+# Part auto-steps: each link, auto against the rings and fixed AdaComp over 60 steps on
+# 8 hosts (auto probes for its first 8 steps, so its median is of what it settled on).
+AUTO_STEPS_CODECS = ["auto", "adacomp", "dense", "fp16"]
+AUTO_STEPS = 60
 P16_LINKS = ["100mbit", "1gbit", "unshaped"]
 P16_CODECS = ["dense", "fp16", "adacomp", "adacomp-rs", "adacomp-auto"]
 AUTO16_CODECS = ["adacomp", "adacomp-rs", "adacomp-auto"]
@@ -157,6 +164,10 @@ def configs():
             for codec in AUTO16_CODECS[k:] + AUTO16_CODECS[:k]:
                 out.append({"part": "auto16", "model": "mnist-cnn", "codec": codec, "P": 16,
                             "link": link, "steps": AUTO16_STEPS, "round": r})
+    for link, _ in LINKS:
+        for codec in AUTO_STEPS_CODECS:
+            out.append({"part": "auto-steps", "model": "mnist-cnn", "codec": codec, "P": 8,
+                        "link": link, "steps": AUTO_STEPS})
     for model in ("mnist-cnn", "fc-dnn"):
         for link, codec in SCHEDULE_RUNS + (SCHEDULE_FAST_RUNS if model == "mnist-cnn" else []):
             out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
@@ -326,7 +337,7 @@ def run_one(adacomp, c, cl, log):
                 "wire_bytes_per_step_per_learner", "compression_rate", "weights_sha256",
                 "replicas_identical", "epoch_metrics", "reached_accuracy", "compute_seconds",
                 "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
-                "bytes_sent", "dense_bytes", "learner_seconds", "slowest_learner"]
+                "bytes_sent", "dense_bytes", "learner_seconds", "slowest_learner", "auto"]
         rec["summary"] = {k: summary.get(k) for k in keep}
         if c["part"] not in ("target", "schedule"):
             rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
@@ -360,7 +371,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="all",
                     choices=["steps", "bytes", "target", "probe", "p16", "auto16",
-                             "schedule", "all"])
+                             "auto-steps", "schedule", "all"])
     ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--adacomp", default=adacomp_binary())

@@ -85,7 +85,10 @@ std::string_view StepModeName(StepMode mode);  // "dense", "codec"
 struct SpeedChoiceOptions {
   int probe_steps = 3;          // timed steps of each mode per probe (>= 1)
   int64_t reprobe_every = 500;  // settled steps before the other mode is probed again; 0 = never
-  double drift = 0.3;           // re-probe when the settled mode's recent median moves this much
+  // ... and at least as many as keep a probe's extra time (the slower
+  // mode's steps) under this fraction of the time in between; 0 = off.
+  double probe_cost = 0.01;
+  double drift = 0.3;           // re-probe when the settled mode's recent median grows this much
   int64_t min_settled = 50;     // ... but no sooner than this many settled steps
   double margin = 0.05;         // the codec only when its time < dense's x (1 - margin)
   // InvalidArgument naming the bad field, or OK.

@@ -175,6 +175,7 @@ std::string Letters(const AutoRun& run, int rank = 0) {
 TEST(ExchangeAuto, ConservesEveryGradientAcrossSwitchesBothWays) {
   AutoSetup s;
   s.speed.reprobe_every = 4;  // many switches
+  s.speed.probe_cost = 0;
   s.steps = 30;
   s.nan_step = 17;  // and a skipped step among them
   s.clock = [](int rank) { return ByteClock(rank); };
@@ -246,6 +247,7 @@ TEST(ExchangeAuto, EveryLearnerChoosesAlikeFromDifferentTimes) {
 TEST(ExchangeAuto, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   AutoSetup s;
   s.speed.reprobe_every = 5;
+  s.speed.probe_cost = 0;
   s.steps = 26;
   s.clock = [](int rank) { return ByteClock(rank, 0.5); };
   const AutoRun whole = RunAuto(s);

@@ -91,10 +91,10 @@ StepMode SpeedChooser::Decide() {
     }
   } else {
     ++since_settle_;
-    const bool due = o_.reprobe_every > 0 && since_settle_ >= o_.reprobe_every;
+    const bool due = o_.reprobe_every > 0 && since_settle_ >= ReprobeInterval();
     const bool drifted = o_.drift > 0 && since_settle_ >= o_.min_settled &&
                          recent_.size() >= probe && settled_ref_ > 0 &&
-                         std::fabs(Median(recent_) / settled_ref_ - 1.0) > o_.drift;
+                         Median(recent_) > settled_ref_ * (1.0 + o_.drift);
     if (due || drifted) {
       ref_[Index(mode_)] = Median(recent_);
       note_ = "auto: probing " + std::string(StepModeName(Other(mode_))) + " again (" +
@@ -108,6 +108,17 @@ StepMode SpeedChooser::Decide() {
   pending_timed_ = run_ > 0;
   ++run_;
   return mode_;
+}
+
+int64_t SpeedChooser::ReprobeInterval() const {
+  const double cur = ref_[Index(mode_)], other = ref_[Index(Other(mode_))];
+  if (!(o_.probe_cost > 0) || !(cur > 0) || !(other > cur)) return o_.reprobe_every;
+  // A probe runs probe_steps + 1 steps of the other mode, each (other - cur)
+  // longer: keep that under probe_cost of the settled time in between.
+  const double steps = (o_.probe_steps + 1) * (other / cur - 1.0) / o_.probe_cost;
+  return steps > static_cast<double>(o_.reprobe_every)
+             ? static_cast<int64_t>(std::min(std::ceil(steps), 1e15))
+             : o_.reprobe_every;
 }
 
 void SpeedChooser::StartProbe(StepMode first, bool both) {
@@ -224,6 +235,9 @@ Status SpeedChoiceOptions::Validate() const {
   if (min_settled < 0) return Status::InvalidArgument("auto: min_settled must be >= 0");
   if (!(drift >= 0) || !std::isfinite(drift)) {
     return Status::InvalidArgument("auto: drift must be a finite fraction >= 0");
+  }
+  if (!(probe_cost >= 0) || !std::isfinite(probe_cost)) {
+    return Status::InvalidArgument("auto: probe_cost must be a finite fraction >= 0");
   }
   if (!(margin >= 0 && margin < 1)) {
     return Status::InvalidArgument("auto: margin must be in [0, 1)");

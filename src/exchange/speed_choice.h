@@ -7,11 +7,14 @@
 // and settles on the faster by the medians (the codec only when its time is
 // below dense's by `margin`: on a tie, dense's exact averages win). The
 // first step after each switch is not timed (it pays the switch). Once
-// settled it probes the other mode again every reprobe_every steps, or
-// sooner when the median of the last probe_steps times of the mode it runs
-// has drifted by more than `drift` from the time it settled on (no sooner
-// than min_settled steps after settling); a re-probe compares the other
-// mode's new median with that recent median.
+// settled it probes the other mode again every reprobe_every steps (or
+// more: as many as keep the probe's extra time, (probe_steps + 1) steps of
+// the slower mode, under probe_cost of the time in between; at 100 Mbit/s,
+// where dense's steps take 8x the codec's, that is 2,800 steps), or sooner
+// when the median of the last probe_steps times of the mode it runs has
+// grown by more than `drift` over the time it settled on (no sooner than
+// min_settled steps after settling); a re-probe compares the other mode's
+// new median with that recent median.
 //
 // Every learner feeds it the same numbers (the exchange agrees on them) and
 // it is deterministic, so every learner decides the same. Its whole state
@@ -55,6 +58,8 @@ class SpeedChooser {
 
  private:
   static double Median(std::vector<double> v);
+  // Settled steps before the other mode is probed again.
+  int64_t ReprobeInterval() const;
   void StartProbe(StepMode first, bool both);
   void Settle();
 

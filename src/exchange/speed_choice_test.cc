@@ -85,6 +85,7 @@ TEST(SpeedChooser, MediansIgnoreOneOutlierAndTheFirstStepAfterASwitch) {
 TEST(SpeedChooser, ReprobesTheOtherModeEveryReprobeEverySteps) {
   SpeedChoiceOptions o;
   o.reprobe_every = 5;
+  o.probe_cost = 0;  // every 5 steps, whatever a probe costs
   o.drift = 0;
   SpeedChooser c(o);
   std::vector<std::string> notes;
@@ -125,6 +126,32 @@ TEST(SpeedChooser, ReprobesWhenTheSettledModesTimeDrifts) {
   EXPECT_EQ(modes.back(), D);
 }
 
+TEST(SpeedChooser, ReprobesNoMoreOftenThanTheProbeCostAllows) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 5;
+  o.probe_cost = 0.1;
+  o.drift = 0;
+  SpeedChooser c(o);
+  std::vector<std::string> notes;
+  // Dense takes 2x the codec: a probe's 4 dense steps cost 4 extra codec
+  // steps, which is 10 % of 40 steps: settled at 8, dense again at 48.
+  Drive(c, 60, [](StepMode m, int) { return m == D ? 2.0 : 1.0; }, &notes);
+  ASSERT_GE(notes.size(), 2u);
+  EXPECT_EQ(notes[1], "48: auto: probing dense again (codec now 1 s a step)");
+}
+
+TEST(SpeedChooser, AFasterSettledModeIsNoDrift) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 0;
+  o.drift = 0.3;
+  o.min_settled = 2;
+  SpeedChooser c(o);
+  std::vector<std::string> notes;
+  // The codec settles at 1 s and then gets faster: nothing to look at again.
+  Drive(c, 40, [](StepMode m, int s) { return m == D ? 2.0 : s < 10 ? 1.0 : 0.4; }, &notes);
+  EXPECT_EQ(notes.size(), 1u);
+}
+
 TEST(SpeedChooser, AStepWithoutATimeIsNotCounted) {
   SpeedChoiceOptions o;
   o.reprobe_every = 0;
@@ -140,6 +167,7 @@ TEST(SpeedChooser, AStepWithoutATimeIsNotCounted) {
 TEST(SpeedChooser, ASavedStateDecidesAsTheUninterruptedOne) {
   SpeedChoiceOptions o;
   o.reprobe_every = 7;
+  o.probe_cost = 0;
   auto times = [](StepMode m, int s) { return (m == D ? 1.0 : 0.6) + 0.01 * (s % 3); };
   for (int cut : {0, 3, 5, 9, 15}) {
     SpeedChooser whole(o), first(o), second(o);
@@ -184,6 +212,9 @@ TEST(SpeedChooser, OptionsAreValidated) {
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
   o = {};
   o.drift = -0.1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.probe_cost = -1;
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
   o = {};
   o.reprobe_every = -1;

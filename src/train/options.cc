@@ -144,7 +144,8 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.codec.dense_below) s << ";dense_below=" << o.codec.dense_below;
   if (o.codec.auto_dense) {
     s << ";auto=" << o.codec.speed.probe_steps << "," << o.codec.speed.reprobe_every << ","
-      << o.codec.speed.drift << "," << o.codec.speed.min_settled << "," << o.codec.speed.margin;
+      << o.codec.speed.probe_cost << "," << o.codec.speed.drift << "," << o.codec.speed.min_settled
+      << "," << o.codec.speed.margin;
   }
   if (o.codec.dense_warmup_steps) s << ";dense_warmup=" << o.codec.dense_warmup_steps;
   if (o.optim.clip_grad_norm > 0) s << ";clip=" << o.optim.clip_grad_norm;

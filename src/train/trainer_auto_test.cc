@@ -31,6 +31,7 @@ class TrainerAutoTest : public TrainerTest {
     TrainOptions o = Base();
     o.codec.auto_dense = true;
     o.codec.speed.reprobe_every = 4;
+    o.codec.speed.probe_cost = 0;  // dense again every 4 settled steps, whatever it costs
     o.run.steps = 20;
     return o;
   }
