@@ -23,6 +23,7 @@
 
 #include "adacomp/codec.h"
 #include "adacomp/communicator.h"
+#include "adacomp/speed_choice.h"
 #include "adacomp/status.h"
 
 namespace adacomp {
@@ -73,27 +74,6 @@ enum class ExchangeKind {
 // "allgather", "reduce-scatter", "auto"
 std::string_view ExchangeKindName(ExchangeKind kind);
 Result<ExchangeKind> ParseExchangeKind(std::string_view name);
-
-// The two ways a step of the `auto` codec can go (ExchangeOptions::auto_dense).
-enum class StepMode : uint8_t {
-  kDense = 0,  // the float32 ring all-reduce of gradient + residue; residues emptied
-  kCodec = 1,  // each tensor by its compressor (its codec), as without auto
-};
-std::string_view StepModeName(StepMode mode);  // "dense", "codec"
-
-// How `auto` probes and settles (src/exchange/speed_choice.h tells how).
-struct SpeedChoiceOptions {
-  int probe_steps = 3;          // timed steps of each mode per probe (>= 1)
-  int64_t reprobe_every = 500;  // settled steps before the other mode is probed again; 0 = never
-  // ... and at least as many as keep a probe's extra time (the slower
-  // mode's steps) under this fraction of the time in between; 0 = off.
-  double probe_cost = 0.01;
-  double drift = 0.3;           // re-probe when the settled mode's recent median grows this much
-  int64_t min_settled = 50;     // ... but no sooner than this many settled steps
-  double margin = 0.05;         // the codec only when its time < dense's x (1 - margin)
-  // InvalidArgument naming the bad field, or OK.
-  Status Validate() const;
-};
 
 struct ExchangeOptions {
   ExchangeKind kind = ExchangeKind::kAllGather;

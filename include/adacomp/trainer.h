@@ -145,7 +145,7 @@ struct TrainCodecOptions {
   // The `auto` codec (--codec auto; ExchangeOptions::auto_dense): each step
   // goes by the codec above or as the dense float32 all-reduce of gradient
   // plus residue, whichever this run's measured step times say is faster
-  // (dense first; src/exchange/speed_choice.h). Not with local_optimizer,
+  // (dense first; adacomp/speed_choice.h). Not with local_optimizer,
   // dense_warmup_steps or a bin schedule.
   bool auto_dense = false;
   SpeedChoiceOptions speed;

@@ -166,5 +166,7 @@ void AddReadOnly(Class& cls, const std::array<const char*, sizeof...(Getters)>& 
 void AddSliceBindings(py::module_& m);
 // local_step.cc: _momentum_step and _adam_step, the hook's local steps in one pass.
 void AddLocalStepBindings(py::module_& m);
+// python/src/speed_choice.cc: _SpeedChooser (adacomp/speed_choice.h).
+void AddSpeedChoiceBindings(py::module_& m);
 
 }  // namespace adacomp

@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -224,6 +225,25 @@ class PyCompressor {
     }
     if (!status.ok()) ThrowStatus(status, false);
     return changed;
+  }
+
+  // Empties the residue (the hook's auto=True, once a dense step has sent
+  // it); the step counter stays. Not while a snapshot is held.
+  void ClearResidue() {
+    Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (has_snapshot_) {
+        status = Status::Internal("clear_residue: a snapshot is held (end the step first)");
+      } else {
+        CompressorSnapshot s;
+        impl_->Snapshot(&s);
+        std::fill(s.residue.begin(), s.residue.end(), 0.0f);
+        status = impl_->Restore(s);
+      }
+    }
+    if (!status.ok()) ThrowStatus(status, false);
   }
 
   // Forgets the snapshot (the compressions since are kept).
@@ -444,6 +464,7 @@ PYBIND11_MODULE(_adacomp, m) {
   adacomp::g_frame_error = frame_error.ptr();
   adacomp::AddSliceBindings(m);
   adacomp::AddLocalStepBindings(m);
+  adacomp::AddSpeedChoiceBindings(m);
 
   py::class_<PyCompressor> compressor(m, "Compressor");
   compressor
@@ -459,6 +480,7 @@ PYBIND11_MODULE(_adacomp, m) {
       .def("snapshot", &PyCompressor::Snapshot)
       .def("restore", &PyCompressor::Restore)
       .def("discard_snapshot", &PyCompressor::DiscardSnapshot)
+      .def("clear_residue", &PyCompressor::ClearResidue)
       .def("set_bin_size", &PyCompressor::SetBinSize, py::arg("bin_size"));
   adacomp::AddReadOnly(compressor,
                        {"has_snapshot", "last_stats", "elements", "tensor_id", "codec", "bin_size",

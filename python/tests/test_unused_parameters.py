@@ -5,7 +5,9 @@ the sum over steps of the ranks' average gradient equals the weights' change
 branch used on even steps only, on one rank only, and for the always-used layers.
 2 Gloo processes; the local gradients are taken by tensor hooks before DDP sees
 them. With the one call (DistributedOptimizer, SGD with momentum: each rank
-compresses its velocity), the same holds for the steps each rank compressed."""
+compresses its velocity), the same holds for the steps each rank compressed. With
+auto=True set to switch between dense and the codec every other step, the same holds
+across the switches both ways, and both ranks choose alike."""
 
 import functools
 import unittest
@@ -80,6 +82,9 @@ def worker(rank, port, outdir, kwargs):
                             for n, p in model.named_parameters()}
         result["residue"] = {n: r.astype(np.float64) for n, r in state.residues().items()}
         result["steps"] = state.steps
+        if state._auto is not None:
+            a = state._auto
+            result["auto"] = (a.dense_steps, a.codec_steps, list(a.choices))
 
 
 def check(test, results):
@@ -109,6 +114,20 @@ class UnusedParametersTest(unittest.TestCase):
 
     def test_one_call_conserves_the_local_steps(self):
         check(self, spawn_world(functools.partial(worker, kwargs={"one_call": True}), 2))
+
+    def test_auto_conserves_across_switches(self):
+        # One timed step a probe, the other way again after two settled steps,
+        # whatever it costs: dense and codec steps alternate in short runs.
+        opts = {"probe_steps": 1, "reprobe_every": 2, "probe_cost": 0.0}
+        r0, r1 = spawn_world(functools.partial(
+            worker, kwargs={"auto": True, "auto_options": opts}), 2)
+        check(self, (r0, r1))
+        dense, codec, choices = r0["auto"]
+        self.assertEqual(dense + codec, STEPS)
+        self.assertGreaterEqual(dense, 5)
+        self.assertGreaterEqual(codec, 5)
+        self.assertEqual(r1["auto"], r0["auto"])  # the same choices on both ranks
+        self.assertTrue(any("probing dense again" in c for c in choices), choices)
 
     def test_without_overlap_conserves(self):
         check(self, spawn_world(functools.partial(worker, kwargs={"overlap": False}), 2))

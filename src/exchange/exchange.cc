@@ -29,7 +29,7 @@
 // averaged bytes, so replicas that apply them stay bit-identical.
 // With ExchangeOptions::auto_dense the agreement also carries each
 // learner's time of its previous step; from the fastest learner's, a
-// SpeedChooser (speed_choice.h) picks this step's mode on every learner
+// SpeedChooser (adacomp/speed_choice.h) picks this step's mode on every learner
 // alike: the codec path above, or the float32 all-reduce of each learner's
 // gradient plus the residue each compressor holds, after which those
 // residues are emptied (only once that all-reduce succeeded).
@@ -51,7 +51,7 @@
 #include "exchange/exchange_choice.h"
 #include "exchange/exchange_hooks.h"
 #include "exchange/slice_exchange.h"
-#include "exchange/speed_choice.h"
+#include "adacomp/speed_choice.h"
 
 namespace adacomp {
 namespace {
@@ -122,7 +122,7 @@ struct GradientExchange::Impl {
   // the next agreement; < 0 none), the seconds the agreement settled on,
   // and per compressor whether its residue may hold anything (cleared when
   // a dense step has sent it).
-  std::unique_ptr<exchange_internal::SpeedChooser> speed_;
+  std::unique_ptr<SpeedChooser> speed_;
   double last_seconds_ = -1;
   double agreed_seconds_ = -1;
   std::vector<uint8_t> residue_dirty_;
@@ -244,7 +244,7 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
           "auto chooses between the dense all-reduce and the tensors' codecs, but every tensor "
           "is dense: give the tensors a codec (e.g. adacomp)");
     }
-    x->speed_ = std::make_unique<exchange_internal::SpeedChooser>(options.speed);
+    x->speed_ = std::make_unique<SpeedChooser>(options.speed);
     x->residue_dirty_.assign(x->tensors_.size(), 0);
   }
   if (!x->all_reduce_) {

@@ -1,12 +1,12 @@
-// SpeedChooser (speed_choice.h): the `auto` codec's probe-and-settle rule.
-#include "exchange/speed_choice.h"
+// SpeedChooser (adacomp/speed_choice.h): the `auto` codec's probe-and-settle rule.
+#include "adacomp/speed_choice.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
-namespace adacomp::exchange_internal {
+namespace adacomp {
 namespace {
 
 int Index(StepMode m) { return m == StepMode::kDense ? 0 : 1; }
@@ -218,9 +218,6 @@ Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
   return Status::OK();
 }
 
-}  // namespace adacomp::exchange_internal
-
-namespace adacomp {
 
 std::string_view StepModeName(StepMode mode) {
   return mode == StepMode::kDense ? "dense" : "codec";

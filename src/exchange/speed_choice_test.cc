@@ -1,14 +1,14 @@
-// SpeedChooser (speed_choice.h) fed step times by hand: the probe order,
+// SpeedChooser (adacomp/speed_choice.h) fed step times by hand: the probe order,
 // the settled choice against a margin, re-probes by count and by drift, the
 // untimed first step after each switch, and its saved state.
-#include "exchange/speed_choice.h"
+#include "adacomp/speed_choice.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace adacomp::exchange_internal {
+namespace adacomp {
 namespace {
 
 constexpr StepMode D = StepMode::kDense;
@@ -222,4 +222,4 @@ TEST(SpeedChooser, OptionsAreValidated) {
 }
 
 }  // namespace
-}  // namespace adacomp::exchange_internal
+}  // namespace adacomp

@@ -132,7 +132,8 @@ def _compress(st, ex, arr):
     changes anything, so no pass of its own here: a non-finite element fails the
     parameter's compress, and the step's rollback undoes the ones before it."""
     frames = []
-    dense = st._schedule.is_dense(st.steps)
+    auto_dense = st._auto is not None and st._auto.mode == "dense"
+    dense = auto_dense or st._schedule.is_dense(st.steps)
     local = st._local
     ex.average_step = dense and local is not None and local.kind == "adam"
     if local is not None and not ex.average_step:
@@ -149,6 +150,8 @@ def _compress(st, ex, arr):
             ex.stats.append(stats)
             continue
         try:
+            if auto_dense:  # auto's dense step: the residue goes along (auto.py)
+                st._auto.fold(e, g)
             if not dense:
                 st._schedule.apply(e, st.steps, st.bin_sizes[e.layer_type])
             if local is None or ex.average_step:

@@ -37,6 +37,7 @@ def _save(st):
             "totals": {t: c.as_dict() for t, c in st._totals.items()},
             "schedule": st._schedule.save(),
             **({"local_optimizer": st._local.save()} if st._local is not None else {}),
+            **({"auto": st._auto.save()} if st._auto is not None else {}),
         }
 
 
@@ -96,6 +97,10 @@ def _load(st, state):
             st._local.check(local, {n: e.numel for n, e in st._by_name.items()})
         elif local is not None:
             raise ValueError("state_dict has a local optimizer, this state has none")
+        if st._auto is not None:
+            st._auto.check(state.get("auto"))
+        elif "auto" in state:
+            raise ValueError("state_dict has an auto state, this state has auto=False")
         # Validate the state bytes on scratch compressors so a failure changes nothing.
         for name, d in params.items():
             e = st._by_name.get(name)
@@ -114,6 +119,8 @@ def _load(st, state):
         st._schedule.load(sched)
         if st._local is not None:
             st._local.load(local)
+        if st._auto is not None:
+            st._auto.load(state["auto"])
         st._open = None  # a step in progress is superseded by the loaded state
         st.steps = int(state.get("steps", 0))
         st.buckets = int(state.get("buckets", 0))

@@ -10,6 +10,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import CODECS, Compressor
+from .auto import _Auto
 from .checkpoint import _gather, _load, _save
 from .defer import _after_ddp, _Deferred
 from .entry import _Entry, _mix_seed
@@ -24,7 +25,7 @@ from .step import _Step
 from .refusals import _check_group, _check_parameter
 from .transport import _Exchange
 from .usage import _Usage
-from .worker import _LIVE_STATES, _exchange_thread
+from .worker import _LIVE_STATES, _close, _enqueue
 
 EXCHANGES = ("allgather", "reduce-scatter", "auto")
 
@@ -88,6 +89,11 @@ class AdaCompState:
             raised as a StepAborted), the next failure raises StepsKeepFailing instead,
             which the skip-the-step loop does not skip: a run whose every step fails
             stops with the cause instead of training on without updates. 0: never.
+        auto: each step by the codec or dense (float32 frames of gradient + residue,
+            the residues then emptied), whichever the run's measured step times say is
+            faster (auto.py; ``adacomp train --codec auto``); auto_options: the
+            chooser's settings (probe_steps, reprobe_every, probe_cost, drift,
+            min_settled, margin). Not with a local optimizer or dense_warmup_steps.
 
     A CUDA, meta-device or float64 parameter, or a process group other than Gloo, is
     refused here (ValueError), not at the first step. With a DDP model whose
@@ -103,7 +109,7 @@ class AdaCompState:
                  adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
                  momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
                  local_clip_norm=0.0,
-                 dense_warmup_steps=0, max_failed_steps=3):
+                 dense_warmup_steps=0, max_failed_steps=3, auto=False, auto_options=None):
         # The settings.
         if local_optimizer is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
@@ -114,6 +120,10 @@ class AdaCompState:
                              "averaged gradient the hook returns, as without the hook)")
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
+        if auto and (local_optimizer is not None or dense_warmup_steps or codec == "dense"):
+            raise ValueError("auto chooses between dense and a codec by itself: not with "
+                             "codec 'dense', a local optimizer or dense_warmup_steps")
+        self._auto = _Auto(auto_options) if auto else None
         self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
                                    ramp_stages, adapt_threshold, adapt_window, adapt_hold,
                                    adapt_bin_size, dense_warmup_steps)
@@ -374,7 +384,7 @@ class AdaCompState:
         if ex.world == 1 or not self.overlap:
             self._finish(ex)
         else:
-            self._enqueue(ex)
+            _enqueue(self, ex)
         return ex.future
 
     def reduce_bucket(self, bucket):
@@ -412,15 +422,7 @@ class AdaCompState:
         thread holds the state, so a state that has exchanged with overlap lives
         until closed; the module closes every live state at interpreter exit.
         Returns whether the thread ended."""
-        self.wait_idle(timeout)
-        with self._cv:
-            self._closing = True
-            self._cv.notify_all()
-            t = self._thread
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
+        return _close(self, timeout)
 
     def wait_idle(self, timeout=None):
         """Waits until no exchange of this state is in flight. Returns whether it is idle."""
@@ -433,6 +435,8 @@ class AdaCompState:
         self.step_error = None
         self._step_norms = {}
         self._open = _Step(self.buckets, self.transport_bytes)
+        if self._auto is not None:
+            self._auto.begin(self, self.steps)
 
     def _snapshot(self, layout):
         self._open.snapshot(layout)
@@ -447,6 +451,8 @@ class AdaCompState:
         step.restore()
         if self._local is not None:
             self._local.drop()
+        if self._auto is not None:
+            self._auto.drop()
 
     def _drop_step(self):
         """Ends the open step unapplied (rolled back unless a failure did that already)."""
@@ -460,6 +466,8 @@ class AdaCompState:
         self._open = None
         if self._local is not None:
             self._local.commit()
+        if self._auto is not None:
+            self._auto.commit()
         self._schedule.observe(self.steps, len(self._by_name))  # the applied step's norms
         self.steps += 1
         for t in LAYER_TYPES:
@@ -516,16 +524,6 @@ class AdaCompState:
             self.wait_idle()
         finally:
             self._lock.acquire()
-
-    def _enqueue(self, ex):
-        with self._cv:
-            self._inflight.append(ex)
-            self._closing = False
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=_exchange_thread, args=(self,),
-                                                name="adacomp-exchange", daemon=True)
-                self._thread.start()
-            self._cv.notify_all()
 
     def _finish(self, ex):
         """Waits for the bucket's messages, decodes, settles the step, completes the future."""

@@ -1,8 +1,9 @@
-"""The exchange thread of a state (_exchange_thread), and what the module does at
-interpreter exit for every live state (_LIVE_STATES): join the thread and keep the
-tensors of its collectives alive past it."""
+"""The exchange thread of a state (_exchange_thread, started by _enqueue, ended by
+_close), and what the module does at interpreter exit for every live state
+(_LIVE_STATES): join the thread and keep the tensors of its collectives alive past it."""
 
 import atexit
+import threading
 import weakref
 
 # torch first, as the single module did: atexit runs the handler registered last
@@ -66,3 +67,28 @@ def _keep_comm_tensors_past_exit():
         state.close(timeout=5.0)
         _adacomp._keep_past_exit(state._comm_tensors)
         _adacomp._keep_past_exit(state._recv_buffers)
+
+
+def _enqueue(state, ex):
+    """Hands exchange ex to the state's thread, starting the thread if none runs."""
+    with state._cv:
+        state._inflight.append(ex)
+        state._closing = False
+        if state._thread is None or not state._thread.is_alive():
+            state._thread = threading.Thread(target=_exchange_thread, args=(state,),
+                                             name="adacomp-exchange", daemon=True)
+            state._thread.start()
+        state._cv.notify_all()
+
+
+def _close(state, timeout):
+    """AdaCompState.close()."""
+    state.wait_idle(timeout)
+    with state._cv:
+        state._closing = True
+        state._cv.notify_all()
+        t = state._thread
+    if t is not None:
+        t.join(timeout)
+        return not t.is_alive()
+    return True

@@ -1,6 +1,7 @@
-// src/exchange/speed_choice.h: how the `auto` codec (ExchangeOptions::auto_dense)
-// picks, step by step, between the dense float32 all-reduce and the
-// tensors' codecs, from step times measured on this run.
+// adacomp/speed_choice.h: how the `auto` codec (ExchangeOptions::auto_dense,
+// `adacomp train --codec auto`, the DDP hook's auto=True) picks, step by
+// step, between the dense exchange and the tensors' codecs, from step times
+// measured on this run.
 //
 // Probing: the run starts dense (the early phase, where dense's steps also
 // train best) for probe_steps timed steps, then runs the codec for as many,
@@ -18,20 +19,41 @@
 //
 // Every learner feeds it the same numbers (the exchange agrees on them) and
 // it is deterministic, so every learner decides the same. Its whole state
-// saves to bytes for checkpoints. Internal to adacomp_exchange; one object
-// per learner, used by its thread.
+// saves to bytes for checkpoints. One object per learner, used by one
+// thread at a time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "adacomp/exchange.h"
 #include "adacomp/status.h"
 
-namespace adacomp::exchange_internal {
+namespace adacomp {
+
+// The two ways a step of the `auto` codec can go (ExchangeOptions::auto_dense).
+enum class StepMode : uint8_t {
+  kDense = 0,  // float32, every element, gradient + residue; residues emptied
+  kCodec = 1,  // each tensor by its compressor (its codec), as without auto
+};
+std::string_view StepModeName(StepMode mode);  // "dense", "codec"
+
+// How `auto` probes and settles (the comment at the top tells how).
+struct SpeedChoiceOptions {
+  int probe_steps = 3;          // timed steps of each mode per probe (>= 1)
+  int64_t reprobe_every = 500;  // settled steps before the other mode is probed again; 0 = never
+  // ... and at least as many as keep a probe's extra time (the slower
+  // mode's steps) under this fraction of the time in between; 0 = off.
+  double probe_cost = 0.01;
+  double drift = 0.3;           // re-probe when the settled mode's recent median grows this much
+  int64_t min_settled = 50;     // ... but no sooner than this many settled steps
+  double margin = 0.05;         // the codec only when its time < dense's x (1 - margin)
+  // InvalidArgument naming the bad field, or OK.
+  Status Validate() const;
+};
 
 class SpeedChooser {
  public:
@@ -80,4 +102,4 @@ class SpeedChooser {
   std::string note_;
 };
 
-}  // namespace adacomp::exchange_internal
+}  // namespace adacomp

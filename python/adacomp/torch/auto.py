@@ -1,0 +1,96 @@
+"""auto=True: each step of the hook goes either by the codec or dense (float32
+frames of each rank's gradient plus its residue, the residues then emptied), whichever
+this run's step times say is faster, decided by the trainer's own rule
+(adacomp/speed_choice.h, bound as _SpeedChooser).
+
+A step's time is the interval from its first bucket to the next step's first bucket:
+the whole iteration (forward, backward, the exchange and what it hides, the
+optimizer). At each step's first bucket every rank all-gathers its time of the step
+before (8 bytes), and all of them feed the chooser the fastest rank's, so every rank
+makes the same choice. A dense step's residues are emptied only when the step is
+applied (_commit_step); a failed step leaves them whole. A parameter this step left
+unused (track_usage) sends an empty frame and keeps its residue."""
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from .. import _adacomp
+
+
+class _Auto:
+    def __init__(self, options):
+        opts = dict(options or {})
+        self.chooser = _adacomp._SpeedChooser(**opts)  # ValueError on a bad setting
+        self.options = opts
+        self.mode = "codec"
+        self.started = None     # perf_counter at the current step's first bucket
+        self.timed = False      # the last step was applied (its time counts)
+        self.folded = {}        # id(entry) -> entry: residues a dense step sent
+        self.dense_steps = 0
+        self.codec_steps = 0
+        self.choices = []       # "step N: auto: ..." for each settled choice
+        self.note = ""
+
+    def begin(self, state, step):
+        """At a step's first bucket (under the state's lock): agree on the last step's
+        time, and choose this step's mode."""
+        now = time.perf_counter()
+        mine = now - self.started if self.started is not None and self.timed else -1.0
+        world = state._world()
+        if world > 1:
+            t = torch.tensor([mine], dtype=torch.float64)
+            out = [torch.empty(1, dtype=torch.float64) for _ in range(world)]
+            dist.all_gather(out, t, group=state.process_group)
+            times = [float(o[0]) for o in out]
+        else:
+            times = [mine]
+        self.chooser.record(min(times) if all(x >= 0 for x in times) else -1.0)
+        self.mode = self.chooser.decide()
+        self.note = self.chooser.note
+        if self.note:
+            self.choices.append(f"step {step + 1}: {self.note}")
+        self.started = now
+        self.timed = False
+        self.folded = {}
+
+    def fold(self, e, g):
+        """A dense step: parameter e's gradient slice g (float32, in the working copy)
+        gets its residue added; the residue is emptied when the step is applied."""
+        r = e.compressor.residue
+        if len(r):
+            g += r
+            self.folded[id(e)] = e
+
+    def commit(self):
+        for e in self.folded.values():
+            e.compressor.clear_residue()
+        self.folded = {}
+        if self.mode == "dense":
+            self.dense_steps += 1
+        else:
+            self.codec_steps += 1
+        self.timed = True
+
+    def drop(self):
+        """A failed step: the residues stay whole, its time does not count."""
+        self.folded = {}
+        self.timed = False
+
+    def save(self):
+        return {"chooser": self.chooser.save_state(), "dense_steps": self.dense_steps,
+                "codec_steps": self.codec_steps, "choices": list(self.choices)}
+
+    def check(self, saved):
+        if not isinstance(saved, dict) or not isinstance(saved.get("chooser"), bytes):
+            raise ValueError("state_dict has no auto state, this state has auto=True")
+        probe = _adacomp._SpeedChooser(**self.options)
+        probe.load_state(saved["chooser"])  # ValueError if it does not read back
+
+    def load(self, saved):
+        self.chooser.load_state(saved["chooser"])
+        self.dense_steps = int(saved["dense_steps"])
+        self.codec_steps = int(saved["codec_steps"])
+        self.choices = list(saved["choices"])
+        self.started, self.timed, self.folded = None, False, {}
