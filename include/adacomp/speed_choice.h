@@ -48,9 +48,9 @@ struct SpeedChoiceOptions {
   // ... and at least as many as keep a probe's extra time (the slower
   // mode's steps) under this fraction of the time in between; 0 = off.
   double probe_cost = 0.01;
-  double drift = 0.3;           // re-probe when the settled mode's recent median grows this much
-  int64_t min_settled = 50;     // ... but no sooner than this many settled steps
-  double margin = 0.05;         // the codec only when its time < dense's x (1 - margin)
+  double drift = 0.3;        // re-probe when the settled mode's recent median grows this much
+  int64_t min_settled = 50;  // ... but no sooner than this many settled steps
+  double margin = 0.05;      // the codec only when its time < dense's x (1 - margin)
   // InvalidArgument naming the bad field, or OK.
   Status Validate() const;
 };
@@ -93,12 +93,12 @@ class SpeedChooser {
   bool settled_ = false;              // false: probing
   bool probe_both_ = true;            // this probe times both modes (the first one)
   StepMode probe_first_ = StepMode::kDense;
-  int64_t run_ = 0;                   // steps decided in mode_ since the last switch
-  int64_t since_settle_ = 0;          // steps decided since settling
-  std::vector<double> samples_[2];    // timed steps of each mode in this probe
-  std::vector<double> recent_;        // the settled mode's last probe_steps times
-  double ref_[2] = {0, 0};            // medians at the last comparison
-  double settled_ref_ = 0;            // the settled mode's time when it settled
+  int64_t run_ = 0;                 // steps decided in mode_ since the last switch
+  int64_t since_settle_ = 0;        // steps decided since settling
+  std::vector<double> samples_[2];  // timed steps of each mode in this probe
+  std::vector<double> recent_;      // the settled mode's last probe_steps times
+  double ref_[2] = {0, 0};          // medians at the last comparison
+  double settled_ref_ = 0;          // the settled mode's time when it settled
   std::string note_;
 };
 

@@ -26,9 +26,8 @@ void AddSpeedChoiceBindings(py::module_& m) {
              if (!status.ok()) throw py::value_error(status.message());
              return SpeedChooser(o);
            }),
-           py::arg("probe_steps") = 3, py::arg("reprobe_every") = 500,
-           py::arg("probe_cost") = 0.01, py::arg("drift") = 0.3, py::arg("min_settled") = 50,
-           py::arg("margin") = 0.05)
+           py::arg("probe_steps") = 3, py::arg("reprobe_every") = 500, py::arg("probe_cost") = 0.01,
+           py::arg("drift") = 0.3, py::arg("min_settled") = 50, py::arg("margin") = 0.05)
       .def("decide", [](SpeedChooser& c) { return std::string(StepModeName(c.Decide())); })
       .def("record", &SpeedChooser::Record, py::arg("seconds"))
       .def_property_readonly("note", &SpeedChooser::note)

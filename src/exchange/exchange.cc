@@ -46,12 +46,12 @@
 #include <string>
 #include <utility>
 
+#include "adacomp/speed_choice.h"
 #include "core/names.h"
 #include "core/simd.h"
 #include "exchange/exchange_choice.h"
 #include "exchange/exchange_hooks.h"
 #include "exchange/slice_exchange.h"
-#include "adacomp/speed_choice.h"
 
 namespace adacomp {
 namespace {

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -42,8 +42,8 @@ std::vector<ExchangeTensor> Tensors(const std::vector<uint64_t>& sizes) {
 }
 
 std::vector<float> Grad(const std::vector<uint64_t>& sizes, int rank, size_t k, int step) {
-  return testing::GradientLike(sizes[k],
-                               7919 * static_cast<uint64_t>(step) + 31 * k + static_cast<uint64_t>(rank));
+  return testing::GradientLike(
+      sizes[k], 7919 * static_cast<uint64_t>(step) + 31 * k + static_cast<uint64_t>(rank));
 }
 
 // A deterministic clock: a step "takes" its transport bytes at 1 ns each
@@ -301,7 +301,9 @@ class SleepingLink : public Communicator {
   Status Broadcast(std::span<uint8_t> data, int root) override {
     return Slept([&] { return inner_.Broadcast(data, root); });
   }
-  Status Barrier() override { return Slept([&] { return inner_.Barrier(); }); }
+  Status Barrier() override {
+    return Slept([&] { return inner_.Barrier(); });
+  }
   void Abort(const Status& why) override { inner_.Abort(why); }
 
  private:

@@ -98,8 +98,7 @@ StepMode SpeedChooser::Decide() {
     if (due || drifted) {
       ref_[Index(mode_)] = Median(recent_);
       note_ = "auto: probing " + std::string(StepModeName(Other(mode_))) + " again (" +
-              std::string(StepModeName(mode_)) + " now " + Seconds(ref_[Index(mode_)]) +
-              " a step" +
+              std::string(StepModeName(mode_)) + " now " + Seconds(ref_[Index(mode_)]) + " a step" +
               (drifted && !due ? ", was " + Seconds(settled_ref_) : std::string()) + ")";
       StartProbe(Other(mode_), /*both=*/false);
     }
@@ -207,8 +206,7 @@ Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
   n.ref_[0] = r.Get<double>();
   n.ref_[1] = r.Get<double>();
   n.settled_ref_ = r.Get<double>();
-  if (!r.ok || r.at != bytes.size() || mode > 1 || first > 1 || n.run_ < 0 ||
-      n.since_settle_ < 0) {
+  if (!r.ok || r.at != bytes.size() || mode > 1 || first > 1 || n.run_ < 0 || n.since_settle_ < 0) {
     return Status::Corruption("a saved auto-codec state of " + std::to_string(bytes.size()) +
                               " bytes does not read back whole");
   }
@@ -217,7 +215,6 @@ Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
   *this = std::move(n);
   return Status::OK();
 }
-
 
 std::string_view StepModeName(StepMode mode) {
   return mode == StepMode::kDense ? "dense" : "codec";

@@ -16,8 +16,8 @@ constexpr StepMode C = StepMode::kCodec;
 
 // Runs `steps` steps; each decided step takes times(mode, step) seconds.
 template <typename F>
-std::vector<StepMode> Drive(SpeedChooser& c, int steps, F times, std::vector<std::string>* notes = nullptr,
-                          int first = 0) {
+std::vector<StepMode> Drive(SpeedChooser& c, int steps, F times,
+                            std::vector<std::string>* notes = nullptr, int first = 0) {
   std::vector<StepMode> modes;
   for (int s = first; s < first + steps; ++s) {
     const StepMode m = c.Decide();
@@ -43,7 +43,8 @@ TEST(SpeedChooser, ProbesDenseThenTheCodecThenSettlesOnTheFaster) {
     SpeedChooser c(o);
     std::vector<std::string> notes;
     // One untimed step after each switch, then three timed ones.
-    EXPECT_EQ(Letters(Drive(c, 14, [](StepMode m, int) { return m == D ? 1.0 : 2.0; }, &notes)),
+    EXPECT_EQ(Letters(Drive(
+                  c, 14, [](StepMode m, int) { return m == D ? 1.0 : 2.0; }, &notes)),
               "DDDDCCCCDDDDDD");
     ASSERT_EQ(notes.size(), 1u);
     EXPECT_EQ(notes[0], "8: auto: dense, 1 s a step against codec's 2 s");
@@ -63,9 +64,11 @@ TEST(SpeedChooser, TheCodecMustBeatDenseByTheMargin) {
   o.reprobe_every = 0;
   o.margin = 0.05;
   SpeedChooser near(o);  // 3 % faster: not enough, dense's exact averages win
-  EXPECT_EQ(Letters(Drive(near, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.97; })).back(), 'D');
+  EXPECT_EQ(Letters(Drive(near, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.97; })).back(),
+            'D');
   SpeedChooser clear(o);  // 10 % faster
-  EXPECT_EQ(Letters(Drive(clear, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.9; })).back(), 'C');
+  EXPECT_EQ(Letters(Drive(clear, 10, [](StepMode m, int) { return m == D ? 1.0 : 0.9; })).back(),
+            'C');
 }
 
 TEST(SpeedChooser, MediansIgnoreOneOutlierAndTheFirstStepAfterASwitch) {
@@ -90,10 +93,13 @@ TEST(SpeedChooser, ReprobesTheOtherModeEveryReprobeEverySteps) {
   SpeedChooser c(o);
   std::vector<std::string> notes;
   // The link gets faster at step 12: dense wins from then on.
-  const auto modes = Drive(c, 26, [](StepMode m, int s) {
-    if (m == C) return 1.0;
-    return s < 12 ? 4.0 : 0.5;
-  }, &notes);
+  const auto modes = Drive(
+      c, 26,
+      [](StepMode m, int s) {
+        if (m == C) return 1.0;
+        return s < 12 ? 4.0 : 0.5;
+      },
+      &notes);
   // Settled on the codec at step 8; five settled steps later (13) dense
   // is probed again (4 steps); at 17 it settles on dense, and five steps
   // later (22) probes the codec again.
@@ -115,10 +121,13 @@ TEST(SpeedChooser, ReprobesWhenTheSettledModesTimeDrifts) {
   // The codec settles at 1 s (step 8); from step 10 its steps take 3 s (the
   // CPU got busy): at step 12, the fourth settled step, the median of its
   // last three is 3 s, past 30 % off, and dense is probed again, now cheaper.
-  const auto modes = Drive(c, 24, [](StepMode m, int s) {
-    if (m == D) return 2.0;
-    return s < 10 ? 1.0 : 3.0;
-  }, &notes);
+  const auto modes = Drive(
+      c, 24,
+      [](StepMode m, int s) {
+        if (m == D) return 2.0;
+        return s < 10 ? 1.0 : 3.0;
+      },
+      &notes);
   EXPECT_EQ(Letters(modes).substr(0, 8), "DDDDCCCC");
   ASSERT_GE(notes.size(), 3u);
   EXPECT_EQ(notes[1], "12: auto: probing dense again (codec now 3 s a step, was 1 s)");
@@ -135,7 +144,8 @@ TEST(SpeedChooser, ReprobesNoMoreOftenThanTheProbeCostAllows) {
   std::vector<std::string> notes;
   // Dense takes 2x the codec: a probe's 4 dense steps cost 4 extra codec
   // steps, which is 10 % of 40 steps: settled at 8, dense again at 48.
-  Drive(c, 60, [](StepMode m, int) { return m == D ? 2.0 : 1.0; }, &notes);
+  Drive(
+      c, 60, [](StepMode m, int) { return m == D ? 2.0 : 1.0; }, &notes);
   ASSERT_GE(notes.size(), 2u);
   EXPECT_EQ(notes[1], "48: auto: probing dense again (codec now 1 s a step)");
 }
@@ -148,7 +158,10 @@ TEST(SpeedChooser, AFasterSettledModeIsNoDrift) {
   SpeedChooser c(o);
   std::vector<std::string> notes;
   // The codec settles at 1 s and then gets faster: nothing to look at again.
-  Drive(c, 40, [](StepMode m, int s) { return m == D ? 2.0 : s < 10 ? 1.0 : 0.4; }, &notes);
+  Drive(
+      c, 40, [](StepMode m, int s) { return m == D   ? 2.0
+                                            : s < 10 ? 1.0
+                                                     : 0.4; }, &notes);
   EXPECT_EQ(notes.size(), 1u);
 }
 

@@ -95,12 +95,14 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
   }
   if (o.codec.auto_dense) {
     if (o.codec.config.codec == Codec::kDense) {
-      return bad("--codec auto chooses between dense and a codec; it takes the codec's settings "
-                 "(adacomp by default), not dense");
+      return bad(
+          "--codec auto chooses between dense and a codec; it takes the codec's settings "
+          "(adacomp by default), not dense");
     }
     if (o.codec.local_optimizer) {
-      return bad("--codec auto does not run with --local-optimizer (a dense step would zero "
-                 "every learner's masked velocity)");
+      return bad(
+          "--codec auto does not run with --local-optimizer (a dense step would zero "
+          "every learner's masked velocity)");
     }
     if (o.codec.dense_warmup_steps) {
       return bad("--codec auto starts dense by itself; leave out --dense-warmup-steps");

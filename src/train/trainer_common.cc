@@ -108,9 +108,9 @@ std::string TrainSummary::ToJson() const {
   j["exchange_tensor_steps"] = {{"allgather", allgather_tensor_steps},
                                 {"reduce-scatter", reduce_scatter_tensor_steps}};
   j["auto"] = auto_codec ? json{{"dense_steps", auto_dense_steps},
-                                 {"codec_steps", auto_codec_steps},
-                                 {"choices", auto_choices}}
-                          : json(nullptr);
+                                {"codec_steps", auto_codec_steps},
+                                {"choices", auto_choices}}
+                         : json(nullptr);
   j["slowest_learner"] = slowest_learner;
   j["learner_seconds"] = json::array();
   for (const auto& v : learner_seconds) {
