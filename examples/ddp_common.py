@@ -453,6 +453,10 @@ class Run:
         }
         if hook.kind != "adacomp":
             del out["step_time_split_mean_s"]["hook"]
+        elif hook.state._auto is not None:
+            a = hook.state._auto
+            out["auto"] = {"dense_steps": a.dense_steps, "codec_steps": a.codec_steps,
+                           "choices": a.choices}
         if link[2] > 0:
             out["link_tx_per_host_step"] = link[0].item() / link[2].item()
             out["link_rx_per_host_step"] = link[1].item() / link[2].item()
@@ -497,7 +501,8 @@ class Run:
                 "local_optimizer": a.local_optimizer,
                 **({"dense_warmup_steps": a.dense_warmup_steps} if a.dense_warmup_steps else {}),
                 **({"local_clip": a.local_clip} if a.local_clip else {}),
-                **({"one_call": True} if getattr(a, "one_call", False) else {})}
+                **({"one_call": True} if getattr(a, "one_call", False) else {}),
+                **({"auto": True} if getattr(a, "auto", False) else {})}
 
     def _load_checkpoint(self):
         args = self.args

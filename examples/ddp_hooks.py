@@ -85,6 +85,9 @@ def add_hook_args(ap):
     g.add_argument("--dense-warmup-steps", "--dense-steps", type=int, default=0,
                    help="adacomp hook: send the first N steps uncompressed (float32), as "
                         "PowerSGD does its first start_powerSGD_iter (0: none)")
+    g.add_argument("--auto", action="store_true",
+                   help="adacomp hook: each step dense or compressed, whichever this run's "
+                        "iteration times say is faster (auto=True)")
 
 
 def ramp_and_local_kwargs(args, local):
@@ -207,6 +210,7 @@ class CommHook:
                       "exchange": args.exchange, "summed_values": args.summed_values,
                       "adapt_threshold": args.adapt_threshold,
                       "dense_warmup_steps": args.dense_warmup_steps,
+                      **({"auto": True} if getattr(args, "auto", False) else {}),
                       **ramp_and_local_kwargs(args, local)}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
@@ -232,6 +236,7 @@ class CommHook:
                              else "")
                           + (f", float32 for the first {args.dense_warmup_steps} steps"
                              if args.dense_warmup_steps else "")
+                          + (", auto" if getattr(args, "auto", False) else "")
                           + local_title(local, args)
                           + (f", one call: {self.optimizer.kind or 'the optimizer'} "
                              f"{'on each rank' if self.optimizer.local else 'on the average'}"
