@@ -40,6 +40,8 @@ LABELS = {
     "adacomp-local-clip-lr2": "AdaComp, local optimizer, clipped, 2x lr",
     "none-lr2": "no hook, 2x lr",
     "adacomp-local-clip-lr2-l100": "AdaComp, local optimizer, clipped, 2x lr, L_T 100",
+    "adacomp-one": "AdaComp, the one call (DistributedOptimizer)",
+    "powersgd-r8": "PowerSGD r8", "powersgd-r16": "PowerSGD r16",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -49,7 +51,8 @@ NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2",
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
-                          "teal", "dimgray", "lime", "crimson", "gray", "gray")))
+                          "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
+                          "sienna", "chocolate")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
