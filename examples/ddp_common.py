@@ -427,6 +427,10 @@ class Run:
             line += f"  compression {rates['end_to_end']:.1f}x ({per})"
         line += f"  skipped {skipped}  wall {wall():.1f} s"
         self.log(line)
+        if hook.kind == "adacomp" and hook.state._auto is not None:
+            a = hook.state._auto
+            self.log(f"auto: {a.dense_steps} steps dense, {a.codec_steps} by the codec; "
+                     + ("; ".join(a.choices) or "no choice settled"))
         if not args.summary_json:
             return
         out = {
