@@ -60,6 +60,25 @@ for np in 2 4; do
   done
 done
 
+# --codec auto under MPI: with one timed step a probe, steps 1-2 are dense and
+# 3-4 AdaComp whatever the times (the choice comes at step 5), so 4 steps
+# must end on the in-process run's weights, and both say so.
+auto=(--batch-size 32 --train-limit 512 --test-limit 200 --steps 4 --codec auto
+      --auto-probe-steps 1)
+inproc train "${auto[@]}" --learners 2 --summary-out "$TMP/auto_in.json" >/dev/null 2>"$TMP/err" \
+  || { echo "FAIL: in-process --codec auto run"; cat "$TMP/err"; fail=1; }
+mpi -np 2 "$ADACOMP" train "${auto[@]}" --summary-out "$TMP/auto_mpi.json" >"$TMP/out" 2>"$TMP/err" \
+  || { echo "FAIL: mpirun --codec auto run"; cat "$TMP/out" "$TMP/err"; fail=1; }
+a=$(digest "$TMP/auto_in.json"); b=$(digest "$TMP/auto_mpi.json")
+counts() { tr -d ' \n' <"$1" | grep -o '"auto":{[^}]*}' | grep -o '"[a-z_]*_steps":[0-9]*' | sort | paste -sd, -; }
+ca=$(counts "$TMP/auto_in.json"); cb=$(counts "$TMP/auto_mpi.json")
+if [ -z "$a" ] || [ "$a" != "$b" ] || [ "$ca" != '"codec_steps":2,"dense_steps":2' ] || [ "$ca" != "$cb" ]; then
+  echo "FAIL: --codec auto: in-process $a ($ca), MPI $b ($cb); want equal, 2 dense and 2 codec steps"
+  fail=1
+else
+  echo "ok: --codec auto: MPI run equals in-process run ($a; $ca)"
+fi
+
 # A bin-size ramp and the reduce-scatter exchange under MPI (3 ranks): the
 # same weights as the in-process all-gather with the same ramp.
 sched=(--batch-size 48 --train-limit 512 --test-limit 200 -q --steps 6 --ramp-steps 4 --ramp-start 4
