@@ -10,8 +10,8 @@
 // first step after each switch is not timed (it pays the switch). Once
 // settled it probes the other mode again every reprobe_every steps (or
 // more: as many as keep the probe's extra time, (probe_steps + 1) steps of
-// the slower mode, under probe_cost of the time in between; at 100 Mbit/s,
-// where dense's steps take 8x the codec's, that is 2,800 steps), or sooner
+// the slower mode, under probe_cost of the time in between; where dense's
+// steps take 27x the codec's, 10,300 steps), or sooner
 // when the median of the last probe_steps times of the mode it runs has
 // grown by more than `drift` over the time it settled on (no sooner than
 // min_settled steps after settling); a re-probe compares the other mode's
