@@ -427,10 +427,10 @@ class Run:
             line += f"  compression {rates['end_to_end']:.1f}x ({per})"
         line += f"  skipped {skipped}  wall {wall():.1f} s"
         self.log(line)
-        if hook.kind == "adacomp" and hook.state._auto is not None:
-            a = hook.state._auto
-            self.log(f"auto: {a.dense_steps} steps dense, {a.codec_steps} by the codec; "
-                     + ("; ".join(a.choices) or "no choice settled"))
+        if hook.kind == "adacomp" and "auto" in hook.state.stats():
+            a = hook.state.stats()["auto"]
+            self.log(f"auto: {a['dense_steps']} steps dense, {a['codec_steps']} by the codec; "
+                     + ("; ".join(a["choices"]) or "no choice settled"))
         if not args.summary_json:
             return
         out = {
@@ -457,10 +457,8 @@ class Run:
         }
         if hook.kind != "adacomp":
             del out["step_time_split_mean_s"]["hook"]
-        elif hook.state._auto is not None:
-            a = hook.state._auto
-            out["auto"] = {"dense_steps": a.dense_steps, "codec_steps": a.codec_steps,
-                           "choices": a.choices}
+        elif "auto" in hook.state.stats():
+            out["auto"] = hook.state.stats()["auto"]
         if link[2] > 0:
             out["link_tx_per_host_step"] = link[0].item() / link[2].item()
             out["link_rx_per_host_step"] = link[1].item() / link[2].item()

@@ -82,9 +82,9 @@ def worker(rank, port, outdir, kwargs):
                             for n, p in model.named_parameters()}
         result["residue"] = {n: r.astype(np.float64) for n, r in state.residues().items()}
         result["steps"] = state.steps
-        if state._auto is not None:
-            a = state._auto
-            result["auto"] = (a.dense_steps, a.codec_steps, list(a.choices))
+        if "auto" in state.stats():
+            a = state.stats()["auto"]
+            result["auto"] = (a["dense_steps"], a["codec_steps"], a["choices"])
 
 
 def check(test, results):

@@ -331,11 +331,13 @@ class AdaCompState:
         compression_rate (bytes_dense / bytes_sent, this rank), gathered_elements,
         gathered_bytes (frame bytes of all ranks) and gathered_compression_rate
         (32 x elements x world / bits of all ranks' frames), selected, bins,
-        selected_per_bin, frames, bin_histogram.
+        selected_per_bin, frames, bin_histogram. With auto=True also auto
+        {dense_steps, codec_steps, choices}: the applied steps each way and what it
+        settled on ("step N: auto: codec, ... s a step against dense's ... s").
         """
         with self._lock:
             return _report(self.steps, self.buckets, self.transport_bytes, self._totals,
-                           self._last_step)
+                           self._last_step, self._auto)
 
     def compression_rate(self):
         """End-to-end rate of this rank's frames since the start: 32-bit bytes / frame bytes."""

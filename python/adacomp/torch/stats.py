@@ -67,9 +67,9 @@ def _total(counters):
     return c
 
 
-def _report(steps, buckets, transport_bytes, totals, last_step):
+def _report(steps, buckets, transport_bytes, totals, last_step, auto=None):
     """The dict of AdaCompState.stats() (see there)."""
-    return {
+    out = {
         "steps": steps,
         "buckets": buckets,
         "transport_bytes": transport_bytes,
@@ -80,3 +80,7 @@ def _report(steps, buckets, transport_bytes, totals, last_step):
             "per_type": {t: c.as_dict() for t, c in last_step.items()},
         },
     }
+    if auto is not None:
+        out["auto"] = {"dense_steps": auto.dense_steps, "codec_steps": auto.codec_steps,
+                       "choices": list(auto.choices)}
+    return out
