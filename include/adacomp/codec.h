@@ -169,6 +169,10 @@ class Compressor {
   // change; config().bin_size follows. InvalidArgument (state unchanged) for
   // 0 or for a codec without bins.
   virtual Status SetBinSize(uint32_t bin_size);
+  // Empties the residue (nothing held back any more: a caller has sent it
+  // some other way); the step counter stays. Ends a mark, as Restore() does.
+  // A codec without a residue: nothing to do.
+  Status ClearResidue();
 
   const CodecConfig& config() const { return config_; }
   uint32_t tensor_id() const { return tensor_id_; }

@@ -21,7 +21,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -234,14 +233,9 @@ class PyCompressor {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mu_);
-      if (has_snapshot_) {
-        status = Status::Internal("clear_residue: a snapshot is held (end the step first)");
-      } else {
-        CompressorSnapshot s;
-        impl_->Snapshot(&s);
-        std::fill(s.residue.begin(), s.residue.end(), 0.0f);
-        status = impl_->Restore(s);
-      }
+      status = has_snapshot_
+                   ? Status::Internal("clear_residue: a snapshot is held (end the step first)")
+                   : impl_->ClearResidue();
     }
     if (!status.ok()) ThrowStatus(status, false);
   }

@@ -1,5 +1,6 @@
 // Codec names, config validation, Compressor::Create, and the shared helpers
 // of compress/common.h.
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -108,6 +109,14 @@ Status Compressor::UndoToMark() {
 }
 
 void Compressor::KeepSinceMark() { marked_ = false; }
+
+Status Compressor::ClearResidue() {
+  CompressorSnapshot s;
+  Snapshot(&s);
+  if (s.residue.empty()) return Status::OK();
+  std::fill(s.residue.begin(), s.residue.end(), 0.0f);
+  return Restore(s);
+}
 
 Status Compressor::SetBinSize(uint32_t) {
   return Status::InvalidArgument("codec " + std::string(CodecName(config_.codec)) +

@@ -39,14 +39,17 @@
 // trainer's test hooks reach the send hook through exchange_hooks.h.
 #include "adacomp/exchange.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "adacomp/speed_choice.h"
+#include "core/byte_io.h"
 #include "core/names.h"
 #include "core/simd.h"
 #include "exchange/exchange_choice.h"
@@ -81,8 +84,10 @@ struct GradientExchange::Impl {
 
   Status Step(std::span<const std::span<const float>> grads, double value,
               std::span<float> averaged, ExchangeResult* result, ExchangeThrottle* throttle);
+  // agreed_seconds (auto_dense; else null): the fastest learner's time of
+  // its previous step, -1 when any learner has none.
   Status Agree(std::span<const std::span<const float>> grads, double value, ExchangeResult* result,
-               ExchangeThrottle* throttle);
+               ExchangeThrottle* throttle, double* agreed_seconds);
   // The all-gather of `message` (this learner's frames of the tensors
   // `which`) and the average of those tensors into `averaged`. `hook`:
   // whether the send hook sees this message.
@@ -119,14 +124,11 @@ struct GradientExchange::Impl {
   std::unique_ptr<exchange_internal::SliceExchange> slices_;     // reduce-scatter, auto
   std::unique_ptr<exchange_internal::ExchangeChooser> chooser_;  // auto
   // auto_dense: the chooser, this learner's seconds of its last step (for
-  // the next agreement; < 0 none), the seconds the agreement settled on,
-  // and per compressor whether its residue may hold anything (cleared when
-  // a dense step has sent it).
+  // the next agreement; < 0 none), and per compressor whether its residue
+  // may hold anything (cleared when a dense step has sent it).
   std::unique_ptr<SpeedChooser> speed_;
   double last_seconds_ = -1;
-  double agreed_seconds_ = -1;
   std::vector<uint8_t> residue_dirty_;
-  CompressorSnapshot fold_;
   // Tests (exchange_hooks.h): the seconds a step took, instead of its wall time.
   std::function<double(const ExchangeResult&)> step_clock_;
   // For failure tests (exchange_hooks.h): sees this learner's message
@@ -179,10 +181,10 @@ bool GradientExchange::auto_dense() const { return impl_->speed_ != nullptr; }
 
 std::vector<uint8_t> GradientExchange::SaveSpeedState() const {
   if (!impl_->speed_) return {};
-  std::vector<uint8_t> out = impl_->speed_->SaveState();
-  const auto* p = reinterpret_cast<const uint8_t*>(&impl_->last_seconds_);
-  out.insert(out.end(), p, p + sizeof(double));
-  return out;
+  ByteWriter w;
+  w.PutBytes(impl_->speed_->SaveState());
+  w.Put(impl_->last_seconds_);
+  return std::move(w.bytes);
 }
 
 Status GradientExchange::LoadSpeedState(std::span<const uint8_t> bytes) {
@@ -190,13 +192,18 @@ Status GradientExchange::LoadSpeedState(std::span<const uint8_t> bytes) {
     if (bytes.empty()) return Status::OK();
     return Status::InvalidArgument("a saved auto-codec state, but this exchange is not auto");
   }
-  if (bytes.size() < sizeof(double)) {
+  ByteReader r(bytes, "a saved auto-codec state");
+  std::span<const uint8_t> chooser;
+  double last = -1;
+  Status read = r.GetBytes(&chooser);
+  if (read.ok()) read = r.Get(&last);
+  if (!read.ok()) {
     return Status::InvalidArgument("a saved auto-codec state of " + std::to_string(bytes.size()) +
                                    " bytes, too short (was the checkpoint made without auto?)");
   }
-  const size_t n = bytes.size() - sizeof(double);
-  ADACOMP_RETURN_IF_ERROR(impl_->speed_->LoadState(bytes.first(n)));
-  std::memcpy(&impl_->last_seconds_, bytes.data() + n, sizeof(double));
+  if (!r.AtEnd()) return Status::Corruption("a saved auto-codec state has trailing bytes");
+  ADACOMP_RETURN_IF_ERROR(impl_->speed_->LoadState(chooser));
+  impl_->last_seconds_ = last;
   return Status::OK();
 }
 const Compressor& GradientExchange::compressor(size_t k) const { return *impl_->compressors_[k]; }
@@ -260,7 +267,8 @@ Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
 }
 
 Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> grads, double value,
-                                     ExchangeResult* result, ExchangeThrottle* throttle) {
+                                     ExchangeResult* result, ExchangeThrottle* throttle,
+                                     double* agreed_seconds) {
   int32_t bad_tensor = -1;
   {
     Hold hold(throttle);
@@ -297,18 +305,15 @@ Status GradientExchange::Impl::Agree(std::span<const std::span<const float>> gra
     if (bt >= 0) result->non_finite.emplace_back(r, bt);
     result->values.push_back(v);
   }
-  if (speed_) {
+  if (agreed_seconds) {
     // The previous step's time: the fastest learner's (it waited least for
-    // the others); none when any learner has none.
-    agreed_seconds_ = -1;
+    // the others); none (-1) when any learner has none.
+    *agreed_seconds = std::numeric_limits<double>::infinity();
     for (int r = 0; r < p; ++r) {
       double sec;
       std::memcpy(&sec, all.rank(static_cast<size_t>(r)).data() + 16, 8);
-      if (!(sec >= 0)) {
-        agreed_seconds_ = -1;
-        break;
-      }
-      agreed_seconds_ = r == 0 ? sec : std::min(agreed_seconds_, sec);
+      *agreed_seconds = sec >= 0 ? std::min(*agreed_seconds, sec) : -1;
+      if (*agreed_seconds < 0) break;
     }
   }
   return Status::OK();
@@ -340,7 +345,9 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
     }
   }
   const CommTraffic before = comm_.traffic();
-  ADACOMP_RETURN_IF_ERROR(Agree(grads, value, result, throttle));
+  double agreed_seconds = -1;
+  ADACOMP_RETURN_IF_ERROR(
+      Agree(grads, value, result, throttle, speed_ ? &agreed_seconds : nullptr));
   if (result->skipped()) {
     last_seconds_ = -1;  // nothing to time
     CountTraffic(before, result);
@@ -350,7 +357,7 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
   result->selected.assign(n_tensors, 0);
   result->mode = all_reduce_ ? StepMode::kDense : StepMode::kCodec;
   if (speed_) {
-    speed_->Record(agreed_seconds_);
+    speed_->Record(agreed_seconds);
     result->mode = speed_->Decide();
     result->speed_note = speed_->note();
   }
@@ -402,9 +409,7 @@ Status GradientExchange::Impl::DenseStep(std::span<const std::span<const float>>
     // Sent: the residues empty, only now that the all-reduce succeeded.
     for (size_t k = 0; k < n_tensors; ++k) {
       if (!residue_dirty_[k]) continue;
-      compressors_[k]->Snapshot(&fold_);
-      std::fill(fold_.residue.begin(), fold_.residue.end(), 0.0f);
-      ADACOMP_RETURN_IF_ERROR(compressors_[k]->Restore(fold_));
+      ADACOMP_RETURN_IF_ERROR(compressors_[k]->ClearResidue());
       residue_dirty_[k] = 0;
     }
   }

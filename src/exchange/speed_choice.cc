@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/byte_io.h"
+
 namespace adacomp {
 namespace {
 
@@ -18,50 +20,24 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// The saved state: "SPD1", then the fields below in this order, each as
-// its host bytes (every learner of a run and its resume run the same build).
+// The saved state: "SPD1", then the fields in SaveState's order
+// (core/byte_io.h; a vector as its uint32 length and its doubles).
 constexpr char kMagic[4] = {'S', 'P', 'D', '1'};
-constexpr size_t kMaxSamples = 1 << 16;
+constexpr uint32_t kMaxSamples = 1 << 16;
 
-struct Writer {
-  std::vector<uint8_t> b;
-  template <typename T>
-  void Put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof v);
-  }
-  void PutVector(const std::vector<double>& v) {
-    Put<uint32_t>(static_cast<uint32_t>(v.size()));
-    for (double x : v) Put(x);
-  }
-};
+void PutTimes(ByteWriter& w, const std::vector<double>& v) {
+  w.Put<uint32_t>(static_cast<uint32_t>(v.size()));
+  for (double x : v) w.Put(x);
+}
 
-struct Reader {
-  std::span<const uint8_t> b;
-  size_t at = 0;
-  bool ok = true;
-  template <typename T>
-  T Get() {
-    T v{};
-    if (b.size() - at < sizeof v) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, b.data() + at, sizeof v);
-    at += sizeof v;
-    return v;
-  }
-  std::vector<double> GetVector() {
-    const uint32_t n = Get<uint32_t>();
-    if (!ok || n > kMaxSamples) {
-      ok = false;
-      return {};
-    }
-    std::vector<double> v(n);
-    for (double& x : v) x = Get<double>();
-    return v;
-  }
-};
+Status GetTimes(ByteReader& r, std::vector<double>* v) {
+  uint32_t n = 0;
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n));
+  if (n > kMaxSamples) return Status::Corruption("a saved auto-codec state lists too many times");
+  v->assign(n, 0.0);
+  for (double& x : *v) ADACOMP_RETURN_IF_ERROR(r.Get(&x));
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -165,8 +141,8 @@ void SpeedChooser::Record(double seconds) {
 }
 
 std::vector<uint8_t> SpeedChooser::SaveState() const {
-  Writer w;
-  w.b.assign(kMagic, kMagic + 4);
+  ByteWriter w;
+  w.bytes.assign(kMagic, kMagic + 4);
   w.Put<uint8_t>(static_cast<uint8_t>(mode_));
   w.Put<uint8_t>(started_);
   w.Put<uint8_t>(pending_);
@@ -176,42 +152,44 @@ std::vector<uint8_t> SpeedChooser::SaveState() const {
   w.Put<uint8_t>(static_cast<uint8_t>(probe_first_));
   w.Put<int64_t>(run_);
   w.Put<int64_t>(since_settle_);
-  w.PutVector(samples_[0]);
-  w.PutVector(samples_[1]);
-  w.PutVector(recent_);
+  PutTimes(w, samples_[0]);
+  PutTimes(w, samples_[1]);
+  PutTimes(w, recent_);
   w.Put(ref_[0]);
   w.Put(ref_[1]);
   w.Put(settled_ref_);
-  return std::move(w.b);
+  return std::move(w.bytes);
 }
 
 Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
   if (bytes.size() < 4 || std::memcmp(bytes.data(), kMagic, 4) != 0) {
     return Status::InvalidArgument("not a saved auto-codec state (no SPD1 mark)");
   }
-  Reader r{bytes, 4};
+  ByteReader r(bytes.subspan(4), "a saved auto-codec state");
   SpeedChooser n(o_);
-  const uint8_t mode = r.Get<uint8_t>();
-  n.started_ = r.Get<uint8_t>() != 0;
-  n.pending_ = r.Get<uint8_t>() != 0;
-  n.pending_timed_ = r.Get<uint8_t>() != 0;
-  n.settled_ = r.Get<uint8_t>() != 0;
-  n.probe_both_ = r.Get<uint8_t>() != 0;
-  const uint8_t first = r.Get<uint8_t>();
-  n.run_ = r.Get<int64_t>();
-  n.since_settle_ = r.Get<int64_t>();
-  n.samples_[0] = r.GetVector();
-  n.samples_[1] = r.GetVector();
-  n.recent_ = r.GetVector();
-  n.ref_[0] = r.Get<double>();
-  n.ref_[1] = r.Get<double>();
-  n.settled_ref_ = r.Get<double>();
-  if (!r.ok || r.at != bytes.size() || mode > 1 || first > 1 || n.run_ < 0 || n.since_settle_ < 0) {
+  uint8_t mode = 0, started = 0, pending = 0, timed = 0, settled = 0, both = 0, first = 0;
+  for (uint8_t* b : {&mode, &started, &pending, &timed, &settled, &both, &first}) {
+    ADACOMP_RETURN_IF_ERROR(r.Get(b));
+  }
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n.run_));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n.since_settle_));
+  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[0]));
+  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[1]));
+  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.recent_));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[0]));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[1]));
+  ADACOMP_RETURN_IF_ERROR(r.Get(&n.settled_ref_));
+  if (!r.AtEnd() || mode > 1 || first > 1 || n.run_ < 0 || n.since_settle_ < 0) {
     return Status::Corruption("a saved auto-codec state of " + std::to_string(bytes.size()) +
                               " bytes does not read back whole");
   }
   n.mode_ = static_cast<StepMode>(mode);
   n.probe_first_ = static_cast<StepMode>(first);
+  n.started_ = started != 0;
+  n.pending_ = pending != 0;
+  n.pending_timed_ = timed != 0;
+  n.settled_ = settled != 0;
+  n.probe_both_ = both != 0;
   *this = std::move(n);
   return Status::OK();
 }

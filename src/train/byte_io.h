@@ -1,11 +1,9 @@
-// src/train/byte_io.h: the trainer's small byte messages and state records
-// (host byte order: checkpoints and digests assume a little-endian host):
-// a writer of fixed-size values and length-prefixed byte strings, and the
-// bounds-checked reader that is its inverse. Thread safety: values; one
-// object per thread.
+// src/train/byte_io.h: the trainer's optimizer-state records, written with
+// ByteWriter and read back with ByteReader (core/byte_io.h, which this
+// brings in for the trainer's other messages and states). Thread safety:
+// values.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -14,53 +12,9 @@
 #include <vector>
 
 #include "adacomp/status.h"
+#include "core/byte_io.h"
 
 namespace adacomp::train {
-
-static_assert(std::endian::native == std::endian::little,
-              "checkpoints and digests assume a little-endian host");
-
-class ByteWriter {
- public:
-  template <typename T>
-  void Put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
-  }
-  // A uint64 length, then the bytes.
-  void PutBytes(std::span<const uint8_t> b) {
-    Put<uint64_t>(b.size());
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  }
-  std::vector<uint8_t> bytes;
-};
-
-// Reads what ByteWriter wrote; Corruption("<what> is truncated") past the end.
-class ByteReader {
- public:
-  ByteReader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
-  template <typename T>
-  Status Get(T* v) {
-    if (b_.size() - pos_ < sizeof(T)) return Status::Corruption(what_ + " is truncated");
-    std::memcpy(v, b_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return Status::OK();
-  }
-  Status GetBytes(std::span<const uint8_t>* out) {
-    uint64_t n = 0;
-    ADACOMP_RETURN_IF_ERROR(Get(&n));
-    if (b_.size() - pos_ < n) return Status::Corruption(what_ + " is truncated");
-    *out = b_.subspan(pos_, n);
-    pos_ += n;
-    return Status::OK();
-  }
-  bool AtEnd() const { return pos_ == b_.size(); }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  std::string what_;
-};
 
 // Optimizer state as one record: an int64 step count, a uint64 buffer
 // count, then every float buffer as PutBytes.

@@ -28,6 +28,9 @@ class _Auto:
         self.started = None     # perf_counter at the current step's first bucket
         self.timed = False      # the last step was applied (its time counts)
         self.folded = {}        # id(entry) -> entry: residues a dense step sent
+        # id(entry) of residues a dense step emptied and no compression has filled
+        # since: a dense step adds nothing of them (no copy on a dense run's hot path).
+        self.empty = set()
         self.dense_steps = 0
         self.codec_steps = 0
         self.choices = []       # "step N: auto: ..." for each settled choice
@@ -58,6 +61,8 @@ class _Auto:
     def fold(self, e, g):
         """A dense step: parameter e's gradient slice g (float32, in the working copy)
         gets its residue added; the residue is emptied when the step is applied."""
+        if id(e) in self.empty:
+            return
         r = e.compressor.residue
         if len(r):
             g += r
@@ -66,11 +71,13 @@ class _Auto:
     def commit(self):
         for e in self.folded.values():
             e.compressor.clear_residue()
-        self.folded = {}
         if self.mode == "dense":
+            self.empty.update(self.folded)
             self.dense_steps += 1
         else:
+            self.empty.clear()  # the codec's step filled the residues again
             self.codec_steps += 1
+        self.folded = {}
         self.timed = True
 
     def drop(self):
@@ -93,4 +100,4 @@ class _Auto:
         self.dense_steps = int(saved["dense_steps"])
         self.codec_steps = int(saved["codec_steps"])
         self.choices = list(saved["choices"])
-        self.started, self.timed, self.folded = None, False, {}
+        self.started, self.timed, self.folded, self.empty = None, False, {}, set()
