@@ -166,6 +166,11 @@ class GradientExchange {
   size_t compressors() const;
   Compressor& compressor(size_t k);
   const Compressor& compressor(size_t k) const;
+  // This learner's frame of tensor k from the last Step that compressed
+  // (valid until the next Step); empty when that step sent dense values
+  // (the all-reduce path, an auto dense step) or stopped before
+  // compressing (a skipped step). The local optimizer masks by it.
+  std::span<const uint8_t> frame(size_t k) const;
   // auto_dense: the chooser's state (which mode, the times it has seen and
   // this learner's time of the last step, which the next step's agreement
   // sends), for checkpoints; LoadSpeedState leaves it unchanged on error.

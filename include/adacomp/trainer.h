@@ -137,7 +137,7 @@ struct TrainCodecOptions {
   int64_t dense_warmup_steps = 0;
   // Each learner runs the optimizer's moments on its own gradient and
   // compresses the resulting step instead of the gradient; the averaged step
-  // is applied without further moments (src/train/local_optimizer.h). SGD:
+  // is applied without further moments (adacomp/local_optimizer.h). SGD:
   // its velocity, with the velocity of sent elements zeroed (momentum
   // correction, as in Deep Gradient Compression); Adam: its Adam step.
   // false = the paper's optimizer after aggregation.

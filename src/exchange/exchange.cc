@@ -208,6 +208,13 @@ Status GradientExchange::LoadSpeedState(std::span<const uint8_t> bytes) {
 }
 const Compressor& GradientExchange::compressor(size_t k) const { return *impl_->compressors_[k]; }
 
+std::span<const uint8_t> GradientExchange::frame(size_t k) const {
+  const Impl& x = *impl_;
+  if (k >= x.frame_ends_.size()) return {};
+  const size_t begin = k == 0 ? 0 : x.frame_ends_[k - 1];
+  return std::span<const uint8_t>(x.message_).subspan(begin, x.frame_ends_[k] - begin);
+}
+
 Result<std::unique_ptr<GradientExchange>> GradientExchange::Create(
     Communicator& comm, std::vector<ExchangeTensor> tensors, ExchangeOptions options) {
   auto x = std::make_unique<Impl>(comm, std::move(tensors), options);
@@ -344,6 +351,7 @@ Status GradientExchange::Impl::Step(std::span<const std::span<const float>> grad
                                      std::to_string(tensors_[k].elements));
     }
   }
+  frame_ends_.clear();  // no frames of this step until it compresses
   const CommTraffic before = comm_.traffic();
   double agreed_seconds = -1;
   ADACOMP_RETURN_IF_ERROR(

@@ -78,22 +78,21 @@ Status Learner::Setup() {
     for (size_t t = 0; t < model_.params.size(); ++t) {
       sizes.push_back(plan_.local[t] ? static_cast<size_t>(model_.params[t].elements) : 0);
     }
-    if (plan_.all_local()) {
-      TrainOptions plain = o_;
-      plain.optim.kind = Optimizer::kSgd;
-      plain.optim.momentum = 0;
-      optimizer_ = std::make_unique<OptimizerState>(plain, model_.params);
-    } else {
-      optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, plan_.local);
-    }
-    LocalOptimizer::Settings ls;
-    ls.adam = o_.optim.kind == Optimizer::kAdam;
+    // A local SGD takes the weight decay inside its velocity (torch's SGD);
+    // a local Adam's is decoupled, applied with the averaged step
+    // (include/adacomp/local_optimizer.h).
+    const bool sgd = o_.optim.kind == Optimizer::kSgd;
+    std::vector<bool> plain(plan_.local.begin(), plan_.local.end());
+    if (plan_.all_local()) plain.assign(model_.params.size(), true);
+    optimizer_ = std::make_unique<OptimizerState>(o_, model_.params, std::move(plain),
+                                                  /*plain_decay=*/!sgd);
+    LocalOptimizerSettings ls;
+    ls.kind = sgd ? LocalOptimizerSettings::Kind::kSgd : LocalOptimizerSettings::Kind::kAdam;
     ls.momentum = o_.optim.momentum;
     ls.beta1 = o_.optim.adam_beta1;
     ls.beta2 = o_.optim.adam_beta2;
     ls.eps = o_.optim.adam_eps;
-    local_ = std::make_unique<LocalOptimizer>(ls, std::move(sizes));
-    residue_before_.resize(model_.params.size());
+    ADACOMP_ASSIGN_OR_RETURN(local_, LocalOptimizer::Create(ls, sizes));
   } else {
     optimizer_ = std::make_unique<OptimizerState>(o_, model_.params);
   }
@@ -186,13 +185,16 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   step_hooks_.ArmCorruption(step, exchange);
   if (local_) {
     // --local-optimizer: the compressors get this learner's own step.
+    const double wd = o_.optim.kind == Optimizer::kSgd ? o_.optim.weight_decay : 0.0;
     for (size_t k = 0; k < grad_spans_.size(); ++k) {
       if (!plan_.local[k]) continue;
-      grad_spans_[k] = local_->Prepare(k, grad_spans_[k]);
-      // Only SGD masks, so only SGD needs the residue before the exchange.
-      const bool residue = k < exchange.compressors() && o_.optim.kind == Optimizer::kSgd;
-      const auto r = residue ? exchange.compressor(k).residue() : std::span<const float>();
-      residue_before_[k].assign(r.begin(), r.end());
+      std::span<const float> w;
+      if (wd > 0) {
+        const torch::Tensor& p = model_.params[k].tensor;
+        w = std::span<const float>(p.data_ptr<float>(), static_cast<size_t>(p.numel()));
+      }
+      ADACOMP_ASSIGN_OR_RETURN(std::span<float> step, local_->Prepare(k, grad_spans_[k], w, wd));
+      grad_spans_[k] = step;
     }
   }
   const bool probe = rank_ == 0 && !warmup;
@@ -212,6 +214,7 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   for (double v : xr.values) loss_sum += v;
   m->loss = loss_sum / p_;
   if (xr.skipped()) {
+    if (local_) local_->Drop();
     ++skipped_;
     ++consecutive_bad_;
     m->skipped = true;
@@ -243,13 +246,15 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (!dense_step) bins_->AfterStep(step, exchange, agg_);
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
-    for (size_t k = 0; k < grad_spans_.size(); ++k) {
-      if (!plan_.local[k]) continue;
-      const bool residue = k < exchange.compressors();
-      local_->Commit(k, residue_before_[k],
-                     residue ? exchange.compressor(k).residue() : std::span<const float>());
+    // SGD's masking: the elements this learner's frame carried a value for
+    // (a codec with a residue only; a step sent dense masks nothing).
+    for (size_t k = 0; k < grad_spans_.size() && !dense_step; ++k) {
+      if (!plan_.local[k] || k >= exchange.compressors()) continue;
+      const Codec codec = exchange.compressor(k).config().codec;
+      if (codec == Codec::kDense || codec == Codec::kTernGrad) continue;
+      ADACOMP_RETURN_IF_ERROR(local_->MaskSent(k, exchange.frame(k)));
     }
-    local_->EndStep();
+    local_->Commit();
   }
 
   Totals step_totals;

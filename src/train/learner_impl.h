@@ -16,11 +16,11 @@
 #include <optional>
 
 #include "adacomp/exchange.h"
+#include "adacomp/local_optimizer.h"
 #include "adacomp/trainer.h"
 #include "batches.h"
 #include "byte_io.h"
 #include "learner.h"
-#include "local_optimizer.h"
 #include "models.h"
 #include "optimizer.h"
 #include "options.h"
@@ -114,10 +114,8 @@ class Learner {
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<GradientExchange> warmup_exchange_;  // --dense-warmup-steps; else null
   std::unique_ptr<OptimizerState> optimizer_;
-  // --local-optimizer: this learner's own moments (local_optimizer.h), and
-  // each compressor's residue before the step's exchange (for the masking).
+  // --local-optimizer: this learner's own moments (adacomp/local_optimizer.h).
   std::unique_ptr<LocalOptimizer> local_;
-  std::vector<std::vector<float>> residue_before_;
   TensorPlan plan_;                    // plan_.local: per tensor, its moments are in local_
   std::optional<ScheduledBins> bins_;  // this step's bin sizes (--ramp-steps, --adapt-threshold)
   std::vector<float> agg_;  // the averaged gradient, flat (tensor k at exchange_->offset(k))

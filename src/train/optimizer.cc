@@ -9,14 +9,15 @@
 namespace adacomp::train {
 
 OptimizerState::OptimizerState(const TrainOptions& o, const std::vector<Param>& params,
-                               std::vector<bool> plain)
+                               std::vector<bool> plain, bool plain_decay)
     : adam_(o.optim.kind == Optimizer::kAdam),
       momentum_(o.optim.momentum),
       weight_decay_(o.optim.weight_decay),
       beta1_(o.optim.adam_beta1),
       beta2_(o.optim.adam_beta2),
       eps_(o.optim.adam_eps),
-      plain_(std::move(plain)) {
+      plain_(std::move(plain)),
+      plain_decay_(plain_decay) {
   plain_.resize(params.size(), false);
   for (size_t t = 0; t < params.size(); ++t) {
     const torch::Tensor& p = params[t].tensor;
@@ -35,7 +36,7 @@ void OptimizerState::Apply(std::vector<Param>& params, const std::vector<torch::
   for (size_t t = 0; t < params.size(); ++t) {
     torch::Tensor p = params[t].tensor;
     torch::Tensor g = grads[t];
-    if (weight_decay_ > 0) g = g.add(p, weight_decay_);
+    if (weight_decay_ > 0 && (plain_decay_ || !plain_[t])) g = g.add(p, weight_decay_);
     if (plain_[t]) {
       p.add_(g, -lr);
     } else if (adam_) {

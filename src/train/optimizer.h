@@ -22,11 +22,12 @@ namespace adacomp::train {
 class OptimizerState {
  public:
   // Zero state for `params` (momentum, or Adam's two moments). Tensors t
-  // with plain[t] (empty: none) take the plain step params[t] -= lr grads[t]
-  // and keep no state (--local-optimizer-types: their moments are on the
-  // learners).
+  // with plain[t] (empty: none) take the plain step params[t] -= lr
+  // (grads[t] + weight decay params[t]) and keep no state (--local-optimizer:
+  // their moments are on the learners); with plain_decay false they take no
+  // weight decay (a local SGD's decay is inside its velocity).
   OptimizerState(const TrainOptions& o, const std::vector<Param>& params,
-                 std::vector<bool> plain = {});
+                 std::vector<bool> plain = {}, bool plain_decay = true);
 
   // One step with learning rate lr: params[t] -= update(grads[t]).
   void Apply(std::vector<Param>& params, const std::vector<torch::Tensor>& grads, double lr);
@@ -42,6 +43,7 @@ class OptimizerState {
   double momentum_, weight_decay_, beta1_, beta2_, eps_;
   std::vector<torch::Tensor> buf1_, buf2_;  // momentum / Adam moments (empty where plain_)
   std::vector<bool> plain_;
+  bool plain_decay_;
   int64_t adam_step_ = 0;
 };
 

@@ -253,6 +253,24 @@ TEST_F(TrainerTest, LocalOptimizer) {
   TrainOptions no_momentum = one;
   no_momentum.optim.momentum = 0;
   EXPECT_NE(Run(no_momentum).weights_sha256, plain.weights_sha256);
+  {
+    // Weight decay: a local SGD takes it inside its velocity, where the
+    // paper's SGD adds it to the averaged gradient before its momentum: the
+    // same update (to rounding: torch's add with alpha may fuse).
+    TrainOptions wd = one;
+    wd.optim.weight_decay = 0.05;
+    TrainOptions wd_local = wd;
+    wd_local.codec.local_optimizer = true;
+    const std::vector<float> w0 = RunWithWeights(one).weights, w1 = RunWithWeights(wd).weights,
+                             w2 = RunWithWeights(wd_local).weights;
+    double decayed = 0, local = 0;
+    for (size_t i = 0; i < w1.size(); ++i) {
+      decayed = std::max(decayed, std::abs(double(w1[i]) - w0[i]));
+      local = std::max(local, std::abs(double(w1[i]) - w2[i]));
+    }
+    EXPECT_GT(decayed, 1e-4) << "the weight decay changes nothing";
+    EXPECT_LT(local, 1e-6) << "local SGD's weight decay is not the paper's SGD's";
+  }
 
   // One step: after more, Adam's division by the root mean square turns the
   // rounding of near-zero gradients into whole steps of either sign.
