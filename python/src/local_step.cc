@@ -1,154 +1,138 @@
-// The DDP hook's local optimizer steps in one pass over memory each. SGD
-// (python/adacomp/torch/local_optimizer.py): out = momentum * first + (grad +
-// weight_decay * param), each operation rounded to float32 in that order, as
-// the torch operations it replaces (torch.mul(param, wd).add_(grad), then
-// torch.mul(first, momentum).add_(...)): the same bits, one pass instead of
-// four. Adam (_adam_step): the moments and the bias-corrected step in one
-// float32 pass instead of nine torch operations. Compiled with
-// -ffp-contract=off (python/CMakeLists.txt), so that no multiply-add is fused.
+// The binding of adacomp/local_optimizer.h, so that the DDP hook's local
+// optimizer (python/adacomp/torch/local_optimizer.py) runs the trainer's own
+// implementation: _adacomp._LocalOptimizer. Python keeps the names and the
+// saved form; the moments, the arithmetic and the masking are the library's.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <cmath>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "adacomp/local_optimizer.h"
 #include "buffers.h"
 
 namespace adacomp {
 namespace {
 
-// A float32 C-contiguous array of `n` elements (writable for an output).
-float* Float32Of(const py::buffer& buf, size_t n, const char* what, bool writable,
-                 py::buffer_info* holder) {
-  *holder = RequestFloat32(buf, writable, what);
-  const size_t m = ContiguousElements(*holder, what);
-  if (m != n) {
-    throw py::value_error(std::string(what) + " has " + std::to_string(m) + " elements, grad has " +
-                          std::to_string(n));
-  }
-  return static_cast<float*>(holder->ptr);
+void Raise(const Status& status) {
+  if (!status.ok()) throw py::value_error(status.message());
 }
 
-// A float32 C-contiguous input of `n` elements, or none for None.
-const float* OptionalInput(const py::object& obj, size_t n, const char* what,
-                           py::buffer_info* holder) {
-  if (obj.is_none()) return nullptr;
-  if (!py::isinstance<py::buffer>(obj)) {
-    throw py::value_error(std::string(what) + " must be a float32 array or None");
-  }
-  return Float32Of(obj.cast<py::buffer>(), n, what, false, holder);
+LocalOptimizer& Check(LocalOptimizer& o, size_t k) {
+  if (k >= o.tensors()) throw py::index_error("no tensor " + std::to_string(k));
+  return o;
 }
 
-void MomentumStep(const py::object& first, const py::buffer& grad, const py::object& param,
-                  double momentum, double weight_decay, const py::buffer& out) {
-  py::buffer_info grad_info = RequestFloat32(grad, false, "grad");
-  const size_t n = ContiguousElements(grad_info, "grad");
-  py::buffer_info out_info;
-  float* o = Float32Of(out, n, "out", true, &out_info);
-  py::buffer_info first_info, param_info;
-  const float* u = OptionalInput(first, n, "first", &first_info);
-  const float* w = OptionalInput(param, n, "param", &param_info);
-  const float* g = static_cast<const float*>(grad_info.ptr);
-  const float m = static_cast<float>(momentum);
-  const float wd = static_cast<float>(weight_decay);
-  py::gil_scoped_release release;
-  // Four loops rather than one with branches inside, so that each vectorizes.
-  if (u && w) {
-    for (size_t i = 0; i < n; ++i) o[i] = m * u[i] + (wd * w[i] + g[i]);
-  } else if (u) {
-    for (size_t i = 0; i < n; ++i) o[i] = m * u[i] + g[i];
-  } else if (w) {
-    for (size_t i = 0; i < n; ++i) o[i] = wd * w[i] + g[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) o[i] = g[i];
-  }
+// A float32 C-contiguous input as a span (holder keeps the buffer).
+std::span<const float> Input(const py::buffer& buf, const char* what, py::buffer_info* holder) {
+  *holder = RequestFloat32(buf, false, what);
+  const size_t n = ContiguousElements(*holder, what);
+  return std::span<const float>(static_cast<const float*>(holder->ptr), n);
 }
 
-struct AdamConstants {
-  float b1, c1, b2, c2, bc1, bc2, eps;
-};
-
-// The loop of AdamStep over arrays that do not overlap (restrict, so that it
-// vectorizes; the compiler takes the tests of m0 and v0 out of the loop).
-void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
-              const float* __restrict v0, const float* __restrict g, bool frozen,
-              float* __restrict m, float* __restrict v, float* __restrict d) {
-  const float b1 = k.b1, c1 = k.c1, b2 = k.b2, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, e = k.eps;
-  if (frozen) {
-    for (size_t i = 0; i < n; ++i) {
-      const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
-      m[i] = mi;
-      d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
-    }
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
-    const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
-  }
-}
-
-// Adam's moments and bias-corrected step in one pass, float32 throughout:
-// m = b1 first + (1 - b1) g, v = b2 second + (1 - b2) g g (first / second None:
-// zero), step = (m / bc1) / (sqrt(v / bc2) + eps). With frozen, v is `second`
-// itself (1-bit Adam after its warm-up) and out_v is not written.
-void AdamStep(const py::object& first, const py::object& second, const py::buffer& grad,
-              double beta1, double beta2, double eps, double bias1, double bias2, bool frozen,
-              const py::buffer& out_m, const py::object& out_v, const py::buffer& out_step) {
-  py::buffer_info grad_info = RequestFloat32(grad, false, "grad");
-  const size_t n = ContiguousElements(grad_info, "grad");
-  py::buffer_info first_info, second_info, m_info, v_info, d_info;
-  const float* m0 = OptionalInput(first, n, "first", &first_info);
-  const float* v0 = OptionalInput(second, n, "second", &second_info);
-  if (frozen && !v0) throw py::value_error("frozen: the second moment must be given");
-  float* m = Float32Of(out_m, n, "out_m", true, &m_info);
-  float* v = nullptr;
-  if (!frozen) {
-    if (out_v.is_none()) throw py::value_error("out_v is needed unless frozen");
-    v = Float32Of(out_v.cast<py::buffer>(), n, "out_v", true, &v_info);
-  }
-  float* d = Float32Of(out_step, n, "out_step", true, &d_info);
-  if (!(bias1 > 0 && bias2 > 0 && eps > 0)) {
-    throw py::value_error("bias corrections and eps must be > 0");
-  }
-  const float* g = static_cast<const float*>(grad_info.ptr);
-  // The outputs overlap no input (so the loop below may take them as restrict).
-  const auto overlap = [n](const float* x, const float* y) {
-    return x && y && x < y + n && y < x + n;
-  };
-  for (const float* out :
-       {static_cast<const float*>(m), static_cast<const float*>(v), static_cast<const float*>(d)}) {
-    for (const float* in : {m0, v0, g}) {
-      if (overlap(out, in)) throw py::value_error("an output overlaps an input");
-    }
-  }
-  if (overlap(m, d) || overlap(v, d) || overlap(m, v)) {
-    throw py::value_error("the outputs overlap");
-  }
-  const AdamConstants k{static_cast<float>(beta1), static_cast<float>(1.0 - beta1),
-                        static_cast<float>(beta2), static_cast<float>(1.0 - beta2),
-                        static_cast<float>(bias1), static_cast<float>(bias2),
-                        static_cast<float>(eps)};
-  py::gil_scoped_release release;
-  AdamLoop(k, n, m0, v0, g, frozen, m, v, d);
+// A copy of a moment as a numpy array (None for a tensor without one).
+py::object Copy(std::span<const float> v, bool started) {
+  if (!started) return py::none();
+  py::array_t<float> out(static_cast<py::ssize_t>(v.size()));
+  if (!v.empty()) std::memcpy(out.mutable_data(), v.data(), v.size() * sizeof(float));
+  return std::move(out);
 }
 
 }  // namespace
 
 void AddLocalStepBindings(py::module_& m) {
-  m.def("_momentum_step", &MomentumStep, py::arg("first"), py::arg("grad"), py::arg("param"),
-        py::arg("momentum"), py::arg("weight_decay"), py::arg("out"),
-        "out = momentum * first + (grad + weight_decay * param), float32, in that order "
-        "(first and param may be None: left out).");
-  m.def("_adam_step", &AdamStep, py::arg("first"), py::arg("second"), py::arg("grad"),
-        py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("bias1"), py::arg("bias2"),
-        py::arg("frozen"), py::arg("out_m"), py::arg("out_v"), py::arg("out_step"),
-        "Adam's moments and bias-corrected step in one float32 pass: out_m = b1 first + "
-        "(1 - b1) grad, out_v = b2 second + (1 - b2) grad^2 (None: zero), out_step = "
-        "(out_m / bias1) / (sqrt(out_v / bias2) + eps); frozen: second is the second moment "
-        "as it is (out_v unused).");
+  using Kind = LocalOptimizerSettings::Kind;
+  py::class_<LocalOptimizer>(m, "_LocalOptimizer")
+      .def(py::init([](const std::string& kind, double momentum, double beta1, double beta2,
+                       double eps, int64_t freeze_after) {
+             LocalOptimizerSettings s;
+             if (kind == "sgd") {
+               s.kind = Kind::kSgd;
+             } else if (kind == "adam") {
+               s.kind = Kind::kAdam;
+             } else {
+               throw py::value_error("local optimizer: 'sgd' or 'adam', not '" + kind + "'");
+             }
+             s.momentum = momentum;
+             s.beta1 = beta1;
+             s.beta2 = beta2;
+             s.eps = eps;
+             s.freeze_second_moment_after = freeze_after;
+             auto made = LocalOptimizer::Create(s);
+             Raise(made.status());
+             return std::move(made).value();
+           }),
+           py::arg("kind"), py::arg("momentum") = 0.9, py::arg("beta1") = 0.9,
+           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("freeze_after") = 0)
+      .def("add_tensor", &LocalOptimizer::AddTensor, py::arg("elements"))
+      .def(
+          "prepare",
+          [](py::object self, size_t k, const py::buffer& grad, const py::object& param,
+             double weight_decay) {
+            LocalOptimizer& o = Check(self.cast<LocalOptimizer&>(), k);
+            py::buffer_info grad_info, param_info;
+            const std::span<const float> g = Input(grad, "grad", &grad_info);
+            std::span<const float> w;
+            if (!param.is_none()) w = Input(param.cast<py::buffer>(), "param", &param_info);
+            Result<std::span<float>> step = Status::OK();
+            {
+              py::gil_scoped_release release;
+              step = o.Prepare(k, g, w, weight_decay);
+            }
+            Raise(step.status());
+            // A view of the optimizer's buffer (valid until the next prepare of k
+            // or commit/drop), kept alive by the optimizer object.
+            return py::array_t<float>(static_cast<py::ssize_t>(step.value().size()),
+                                      step.value().data(), self);
+          },
+          py::arg("k"), py::arg("grad"), py::arg("param") = py::none(),
+          py::arg("weight_decay") = 0.0,
+          "Tensor k's step for this gradient (a float32 view of the optimizer's buffer); "
+          "its moments wait for commit().")
+      .def(
+          "mask_sent",
+          [](LocalOptimizer& o, size_t k, const py::buffer& frame) {
+            Check(o, k);
+            py::buffer_info holder;
+            const std::span<const uint8_t> bytes = RequestBytes(frame, &holder, "frame");
+            Raise(o.MaskSent(k, bytes));
+          },
+          py::arg("k"), py::arg("frame"),
+          "SGD: zeroes the prepared velocity where the frame carries a non-zero value.")
+      .def("commit", &LocalOptimizer::Commit)
+      .def("drop", &LocalOptimizer::Drop)
+      .def_property_readonly("tensors", &LocalOptimizer::tensors)
+      .def_property_readonly("steps", [](const LocalOptimizer& o) { return o.steps(); })
+      .def_property_readonly("masked", &LocalOptimizer::masked)
+      .def("started", [](LocalOptimizer& o, size_t k) { return Check(o, k).started(k); })
+      .def("counts",
+           [](LocalOptimizer& o, size_t k) {
+             Check(o, k);
+             return py::make_tuple(o.steps(k), o.second_steps(k));
+           })
+      .def("first",
+           [](LocalOptimizer& o, size_t k) { return Copy(Check(o, k).first(k), o.started(k)); })
+      .def("second",
+           [](LocalOptimizer& o, size_t k) {
+             const bool adam = o.settings().kind == Kind::kAdam;
+             return Copy(Check(o, k).second(k), adam && o.started(k));
+           })
+      .def(
+          "set_moments",
+          [](LocalOptimizer& o, size_t k, const py::buffer& first, const py::object& second,
+             int64_t steps, int64_t second_steps) {
+            Check(o, k);
+            py::buffer_info fi, si;
+            const std::span<const float> f = Input(first, "first", &fi);
+            std::span<const float> s;
+            if (!second.is_none()) s = Input(second.cast<py::buffer>(), "second", &si);
+            Raise(o.SetMoments(k, f, s, steps, second_steps));
+          },
+          py::arg("k"), py::arg("first"), py::arg("second"), py::arg("steps"),
+          py::arg("second_steps"))
+      .def("reset", &LocalOptimizer::Reset, py::arg("steps") = 0, py::arg("masked") = 0);
 }
 
 }  // namespace adacomp

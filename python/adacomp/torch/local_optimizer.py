@@ -1,8 +1,9 @@
 """The optimizer's moments kept on each rank, before compression
-(AdaCompState(local_optimizer=...)), the hook's form of ``adacomp train
---local-optimizer`` (src/train/local_optimizer.h), and split_optimizer(), which turns
-a user's torch optimizer into the hook's settings plus the plain SGD that applies the
-averaged step.
+(AdaCompState(local_optimizer=...)), and split_optimizer(), which turns a user's torch
+optimizer into the hook's settings plus the plain SGD that applies the averaged step.
+The moments and their arithmetic are the library's (include/adacomp/local_optimizer.h,
+the same code as ``adacomp train --local-optimizer``); this file keeps the names, the
+clip and the saved form.
 
 The hook's default compresses each rank's gradient and hands the average to the
 user's optimizer, whose momentum or Adam moments then see only what the exchange
@@ -19,10 +20,10 @@ and compresses the step they give; the average of the steps is applied as it is
           weight decay stays with the SGD that applies the average (the same
           update: w -= lr (d + weight_decay w)).
 
-The elements masked are those the frame carries with a non-zero value
-(adacomp._adacomp._zero_where_carried, C++: a sparse frame's entries, never a pass
-over the tensor): the ones whose residue the send changed, R + step minus the
-value sent. A codec without a residue ("dense", "terngrad") masks nothing.
+The elements masked are those the frame carries with a non-zero value (a sparse
+frame's entries, never a pass over the tensor): the ones whose residue the send
+changed, R + step minus the value sent. A codec without a residue ("dense",
+"terngrad") masks nothing. Adam counts each parameter's steps, as torch's Adam does.
 
 The moments of a step are prepared beside the current ones and take their place
 only when the hook commits the step, so a step rolled back (a NaN anywhere, a
@@ -101,15 +102,34 @@ class _LocalOptimizer:
         self.measure = False  # add up this rank's gradient norm (DistributedOptimizer)
         self.norm_sq = 0.0    # the step's sum of squares so far, when measuring
         self.last_norm = None  # this rank's gradient L2 norm of the last step, measured
-        self.steps = 0
         self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
-        self._first = {}   # name -> velocity (sgd) or first moment (adam)
-        self._second = {}  # name -> second moment (adam)
-        self._next = {}    # name -> (first, second) prepared in the step in progress
+        self._opt = None      # the library's optimizer (made at the first step)
+        self._index = {}      # parameter name -> its tensor in self._opt
         self._residue_kept = {}  # name -> whether its compressor keeps a residue
-        self._spare = {}   # name -> [first, second] buffers free for its next moments
-        self._scratch_buf = torch.empty(0)  # the step of the parameter in progress
-        self.masked = 0    # elements whose velocity a send zeroed (sgd), committed steps
+
+    @property
+    def opt(self):
+        """The library's optimizer (adacomp/local_optimizer.h), made when first needed
+        (after the state has set freeze_after)."""
+        if self._opt is None:
+            self._opt = _adacomp._LocalOptimizer(self.kind, self.momentum, self.betas[0],
+                                                 self.betas[1], self.eps, self.freeze_after)
+        return self._opt
+
+    @property
+    def steps(self):
+        return self.opt.steps
+
+    @property
+    def masked(self):
+        """Elements whose velocity a send zeroed (sgd), committed steps."""
+        return self.opt.masked
+
+    def _k(self, name, n):
+        k = self._index.get(name)
+        if k is None:
+            k = self._index[name] = self.opt.add_tensor(n)
+        return k
 
     @property
     def masks(self):
@@ -125,53 +145,16 @@ class _LocalOptimizer:
 
     def prepare(self, e, grad):
         """The step this rank compresses for parameter entry ``e`` from its gradient
-        (a float32 numpy slice, not changed); its moments wait for commit(). The
-        moments of the step are written into the buffers the step before last left
-        (_spare), and the temporaries into scratch shared by every parameter (the step
-        is compressed before the next parameter's), so no step allocates."""
-        g = torch.from_numpy(grad)
-        n = g.numel()
-        first = self._first.get(e.name)
+        (a float32 numpy slice, not changed): a view of the library optimizer's buffer,
+        valid until the parameter's next step; its moments wait for commit()."""
+        wd, w = 0.0, None
         if self.kind == "sgd":
-            # u = momentum first + (g + wd w), in one pass (C++, the same roundings as
-            # torch.mul(w, wd).add_(g) and torch.mul(first, momentum).add_(...)).
             wd = self._decay.get(id(e.param), 0.0)
             if isinstance(wd, dict):
                 wd = float(wd.get("weight_decay", 0.0))
-            w = e.param.detach().reshape(-1).float().numpy() if wd else None
-            u = self._buffer(e.name, 0, n)
-            _adacomp._momentum_step(None if first is None else first.numpy(), grad, w,
-                                    self.momentum, wd, u.numpy())
-            self._next[e.name] = [u, None, 0]
-            return u.numpy()
-        # (a parameter the warm-up never saw runs plain Adam)
-        frozen = bool(self.freeze_after) and self.steps >= self.freeze_after and (
-            e.name in self._second)
-        m, v, d = self._adam(e, g, n, frozen)
-        self._next[e.name] = [m, v, 0]
-        return d.numpy()
-
-    def _adam(self, e, g, n, frozen=False):
-        """Adam's moments of e after gradient g (n elements, float32) and its step (in
-        the shared scratch), in one C++ pass (_adam_step). frozen (1-bit Adam after the
-        warm-up): the second moment is the warm-up's, unchanged, with the bias
-        correction of its last update; its place in the result is None."""
-        first = self._first.get(e.name)
-        b1, b2 = self.betas
-        t = self.steps + 1
-        m = self._buffer(e.name, 0, n)
-        second = self._second.get(e.name)
-        if frozen:
-            v, t_v = None, self.freeze_after
-        else:
-            v, t_v = self._buffer(e.name, 1, n), t
-            second = second if first is not None else None
-        d = self._scratch(n)
-        _adacomp._adam_step(None if first is None else first.numpy(),
-                            None if second is None else second.numpy(), g.numpy(), b1, b2,
-                            self.eps, 1.0 - b1 ** t, 1.0 - b2 ** t_v, frozen, m.numpy(),
-                            None if v is None else v.numpy(), d.numpy())
-        return m, v, d
+            if wd:
+                w = e.param.detach().reshape(-1).float().numpy()
+        return self.opt.prepare(self._k(e.name, grad.size), grad, w, wd)
 
     def clip(self, arr, layout, bucket_index=0):
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
@@ -207,28 +190,9 @@ class _LocalOptimizer:
         work = ex.work.numpy()
         self.clip(work, ex.layout, ex.index)
         for e, off, n in ex.layout:
-            g = torch.from_numpy(work[off:off + n])
-            m, v, d = self._adam(e, g, n)
-            self._next[e.name] = [m, v, 0]
-            g.copy_(d)
+            work[off:off + n] = self.prepare(e, work[off:off + n])
         if ex.work.data_ptr() != ex.buf.data_ptr():  # a float16 / bfloat16 bucket's copy
             ex.buf.copy_(ex.work)
-
-    def _buffer(self, name, k, n):
-        """A float32 buffer of n elements for the name's next moment k: the one its
-        moment k held before the last commit, if any."""
-        spare = self._spare.get(name)
-        if spare is not None and spare[k] is not None:
-            buf, spare[k] = spare[k], None
-            return buf
-        return torch.empty(n, dtype=torch.float32)
-
-    def _scratch(self, n):
-        """The first n elements of the scratch buffer shared by every parameter (grown
-        as needed): a step is compressed before the next parameter's is made."""
-        if self._scratch_buf.numel() < n:
-            self._scratch_buf = torch.empty(n, dtype=torch.float32)
-        return self._scratch_buf[:n]
 
     def compress(self, e, grad, whole=None):
         """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
@@ -239,8 +203,7 @@ class _LocalOptimizer:
             return whole.compress(step)
         frame = e.compressor.compress(step)
         if self.masks and self._has_residue(e):
-            entry = self._next[e.name]
-            entry[2] = _adacomp._zero_where_carried(frame, step)  # step: u's numpy view
+            self.opt.mask_sent(self._index[e.name], frame)
         return frame
 
     def _has_residue(self, e):
@@ -258,30 +221,25 @@ class _LocalOptimizer:
         self.step_factor = None
 
     def commit(self):
-        """The step was applied: its prepared moments become the moments (and the
-        moments they replace the buffers of the next step's)."""
-        for name, (first, second, masked) in self._next.items():
-            # A frozen second moment stays where it is: it is no spare buffer.
-            self._spare[name] = [self._first.get(name),
-                                 self._second.get(name) if second is not None else None]
-            self._first[name] = first
-            if second is not None:
-                self._second[name] = second
-            self.masked += masked
-        self._next = {}
-        self.steps += 1
+        """The step was applied: its prepared moments become the moments."""
+        self.opt.commit()
 
     def drop(self):
-        """The step was rolled back: its prepared moments are forgotten (their
-        buffers serve the next try)."""
-        for name, (first, second, _) in self._next.items():
-            self._spare[name] = [first, second]
-        self._next = {}
+        """The step was rolled back: its prepared moments are forgotten."""
+        self.opt.drop()
 
     def save(self):
-        return {"settings": self.settings(), "steps": self.steps, "masked": self.masked,
-                "first": {n: t.clone() for n, t in self._first.items()},
-                "second": {n: t.clone() for n, t in self._second.items()}}
+        opt = self.opt
+        first, second, counts = {}, {}, {}
+        for name, k in self._index.items():
+            if not opt.started(k):
+                continue
+            first[name] = torch.from_numpy(opt.first(k))
+            if self.kind == "adam":
+                second[name] = torch.from_numpy(opt.second(k))
+            counts[name] = list(opt.counts(k))
+        return {"settings": self.settings(), "steps": opt.steps, "masked": opt.masked,
+                "first": first, "second": second, "counts": counts}
 
     def check(self, saved, numel):
         """Raises ValueError unless ``saved`` (a save(), or None) loads into this
@@ -309,14 +267,34 @@ class _LocalOptimizer:
                                      f"{name!r} is not {numel[name]} float32 elements")
         if int(saved.get("steps", -1)) < 0:
             raise ValueError("state_dict's local optimizer has no step count")
+        first = saved.get("first", {})
+        if self.kind == "adam" and set(first) != set(saved.get("second", {})):
+            raise ValueError("state_dict's local Adam has first and second moments for "
+                             "different parameters")
+        counts = saved.get("counts")
+        for name in first if counts is not None else ():
+            c = counts.get(name)
+            ok = (isinstance(c, (list, tuple)) and len(c) == 2
+                  and all(isinstance(x, int) for x in c) and 1 <= c[1] <= c[0]
+                  and (self.kind == "adam" or c[0] == c[1]))
+            if not ok:
+                raise ValueError(f"state_dict's local optimizer: the step counts of {name!r} "
+                                 f"are {c!r}, not [steps, second-moment steps] with "
+                                 f"1 <= the second <= the first")
 
     def load(self, saved):
-        self._first = {n: t.clone() for n, t in saved["first"].items()}
-        self._second = {n: t.clone() for n, t in saved["second"].items()}
-        self.steps = int(saved["steps"])
-        self.masked = int(saved.get("masked", 0))
-        self._next = {}
-        self._spare = {}
+        steps = int(saved["steps"])
+        self.opt.reset(steps, int(saved.get("masked", 0)))
+        counts = saved.get("counts")
+        for name, first in saved["first"].items():
+            if counts is not None:
+                c, c2 = counts[name]
+            else:  # saved before per-parameter counts: every parameter had every step
+                c = steps
+                c2 = min(c, self.freeze_after) if self.freeze_after else c
+            second = saved["second"].get(name) if self.kind == "adam" else None
+            self.opt.set_moments(self._k(name, first.numel()), first.numpy(),
+                                 None if second is None else second.numpy(), c, c2)
 
 
 def split_optimizer(optimizer):
