@@ -78,17 +78,26 @@ from .liveness import Heartbeat
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, layer_types_of
 from .local_optimizer import split_optimizer
 from .optimizer import DistributedOptimizer
+from .settings import (AutoSettings, CodecSettings, ExchangeSettings, LocalSettings,
+                       ScheduleSettings, Settings)
 from .state import AdaCompState
 
 # The public names keep the module they had (reprs, pickles: adacomp.torch.StepAborted).
 for _obj in (DistributedOptimizer, AdaCompState, StepAborted, StepsKeepFailing, Heartbeat, hook, register,
-             layer_types_of, split_optimizer):
+             layer_types_of, split_optimizer, Settings, CodecSettings, ScheduleSettings,
+             ExchangeSettings, LocalSettings, AutoSettings):
     _obj.__module__ = __name__
 del _obj
 
 __all__ = [
     "DistributedOptimizer",
     "AdaCompState",
+    "Settings",
+    "CodecSettings",
+    "ScheduleSettings",
+    "ExchangeSettings",
+    "LocalSettings",
+    "AutoSettings",
     "StepAborted",
     "StepsKeepFailing",
     "Heartbeat",

@@ -153,7 +153,7 @@ def _compress(st, ex, arr):
             if auto_dense:  # auto's dense step: the residue goes along (auto.py)
                 st._auto.fold(e, g)
             if not dense:
-                st._schedule.apply(e, st.steps, st.bin_sizes[e.layer_type])
+                st._schedule.apply(e, st.steps, st._bin_sizes[e.layer_type])
             if local is None or ex.average_step:
                 frames.append(comp.compress(g))
             else:

@@ -9,7 +9,7 @@ import time
 import torch.distributed as dist
 from torch import nn
 
-from .. import CODECS, Compressor
+from .. import Compressor
 from .auto import _Auto
 from .checkpoint import _gather, _load, _save
 from .defer import _after_ddp, _Deferred
@@ -19,6 +19,7 @@ from .errors import _decode_failed, _exchange_failed, _Failed, _keep_failing, _s
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
 from .local_optimizer import _LocalOptimizer
 from .schedule import _Schedule
+from .settings import EXCHANGES, Settings  # noqa: F401 - EXCHANGES: as before
 from .stats import _per_type, _report
 from .slices import _average_slices, _cut, _estimate, _second_phase
 from .step import _Step
@@ -27,73 +28,34 @@ from .transport import _Exchange
 from .usage import _Usage
 from .worker import _LIVE_STATES, _close, _enqueue
 
-EXCHANGES = ("allgather", "reduce-scatter", "auto")
 
 
 class AdaCompState:
     """State of the AdaComp DDP hook: per-parameter compressors and statistics.
 
     Args:
-        process_group: the group to all-gather over (None: the default group).
+        process_group: the group to exchange over (None: the default group).
         model: the module DDP wraps (or the DDP module itself). Gives stable
             parameter names (residue keys, checkpoints) and layer types.
             Without it, parameters are named "param<k>" in the order the hook
             first meets them and typed by shape; that order is deterministic
             for a given model and DDP setup, but a model is recommended.
-        codec: any codec of ``adacomp.CODECS``; "adacomp" by default.
-        bin_size: one L_T for every tensor, or None for the layer-type defaults.
-        bin_sizes: per-type overrides, e.g. {"conv": 25}.
-        values, density, tau, seed: as in ``adacomp.Compressor`` (terngrad's
-            seed is mixed with the rank and the tensor id).
-        dense_types: layer types to send uncompressed (codec "dense").
-        layer_types: {parameter name: type} overrides of the automatic typing.
-        overlap: True (default): the hook returns as soon as a bucket's frames are
-            sent, and a thread of the state receives and decodes them while DDP
-            goes on with backward; False: each bucket is exchanged and decoded
-            before the hook returns (same results, bit for bit).
-        adapt_threshold, adapt_window, adapt_hold, adapt_bin_size: the adaptive bin
-            size of ``adacomp train --adapt-threshold`` (adacomp/schedule.h): every
-            adapt_window steps, a parameter whose averaged-gradient L2 norm (mean over
-            the window) changed by at least adapt_threshold against the window before
-            is sent at adapt_bin_size (0: ramp_start) for the next adapt_hold steps;
-            and every parameter after ``lr_dropped()``. 0 (default): off. Needs
-            codec "adacomp" and model=.
-        exchange: "allgather" (default: every rank receives every rank's frames),
-            "reduce-scatter" (slice d of every parameter's frame to rank d, which
-            averages it and sends its averaged slices to every rank: the same result,
-            fewer bytes received at large world sizes) or "auto" (per bucket, the one
-            the slot's previous exchange says receives fewer bytes; the first by the
-            all-gather). docs/wire-format.md section 10.
-        summed_values: the reduce-scatter's averaged slices, "fp32" (exact) or "fp16"
-            (binary16: about half the bytes once the sums are dense; every rank takes
-            the rounded values, so the replicas stay identical).
-        ramp_steps, ramp_start, ramp_stages: the bin-size ramp of
-            ``adacomp train --ramp-steps`` (docs/algorithm.md section 6): over the
-            first ramp_steps steps L_T climbs from ramp_start to each tensor's
-            bin size in ramp_stages geometric stages; 0 (default): fixed L_T.
-        local_optimizer, momentum, betas, eps, local_weight_decay: None (default), or
-            "sgd" / "adam": each rank keeps the optimizer's moments of its own gradient
-            and compresses the step they give; apply the averaged step with SGD of
-            momentum 0 (local_optimizer.py; ``split_optimizer`` makes both).
-            local_clip_norm (> 0): the gradient clip of a local optimizer, whose output
-            is a step and not a gradient to clip: each rank scales its gradient in a
-            bucket to at most this L2 norm before the moments (with the model in one
-            bucket, torch's clip_grad_norm_ on the rank's own gradient).
-        dense_warmup_steps: ``adacomp train --dense-warmup-steps``: the first steps go
-            uncompressed (float32 frames: the exact average), as torch's PowerSGD
-            all-reduces its first start_powerSGD_iter; residues untouched. 0: none.
-            With a local optimizer: "sgd" sends its velocities whole (nothing masked);
-            "adam" runs on the exact averages, then freezes its second moment
-            (1-bit Adam; local_optimizer.py).
-        max_failed_steps: after this many failed steps in a row (each rolled back and
-            raised as a StepAborted), the next failure raises StepsKeepFailing instead,
-            which the skip-the-step loop does not skip: a run whose every step fails
-            stops with the cause instead of training on without updates. 0: never.
-        auto: each step by the codec or dense (float32 frames of gradient + residue,
-            the residues then emptied), whichever the run's measured step times say is
-            faster (auto.py; ``adacomp train --codec auto``); auto_options: the
-            chooser's settings (probe_steps, reprobe_every, probe_cost, drift,
-            min_settled, margin). Not with a local optimizer or dense_warmup_steps.
+        settings: a Settings (settings.py: codec, schedule, exchange, local
+            optimizer, auto, max_failed_steps, grouped); None: the defaults.
+        **kwargs: the same settings by their flat names (codec=, bin_size=,
+            local_optimizer=, auto=, ...; Settings.names()), over ``settings``.
+            ``state.settings`` is what the state was made with; it does not change.
+
+    The main ones: codec (default "adacomp"), bin_size / bin_sizes (L_T; layer-type
+    defaults conv 50, others 500), local_optimizer "sgd" / "adam" (each rank's
+    moments before compression; split_optimizer() makes them from a torch
+    optimizer), dense_warmup_steps, auto (dense or the codec each step, from measured
+    times; not with a local optimizer or a dense warm-up), exchange
+    ("allgather", "reduce-scatter", "auto"), overlap (True: decode on the state's
+    thread while backward goes on; the one setting a script may change between
+    steps, ``state.overlap``), max_failed_steps (after that many failed steps in a
+    row the next raises StepsKeepFailing, which the skip-the-step loop does not skip;
+    0: never).
 
     A CUDA, meta-device or float64 parameter, or a process group other than Gloo, is
     refused here (ValueError), not at the first step. With a DDP model whose
@@ -102,59 +64,27 @@ class AdaCompState:
     residue (track_usage()).
     """
 
-    def __init__(self, process_group=None, model=None, codec="adacomp", bin_size=None,
-                 bin_sizes=None, values="ternary", density=0.01, tau=1e-3, seed=0,
-                 dense_types=(), layer_types=None, overlap=True, ramp_steps=0, ramp_start=8,
-                 ramp_stages=4, exchange="allgather", summed_values="fp32", adapt_threshold=0.0,
-                 adapt_window=16, adapt_hold=32, adapt_bin_size=0, local_optimizer=None,
-                 momentum=0.9, betas=(0.9, 0.999), eps=1e-8, local_weight_decay=None,
-                 local_clip_norm=0.0,
-                 dense_warmup_steps=0, max_failed_steps=3, auto=False, auto_options=None):
-        # The settings.
-        if local_optimizer is not None and model is None:
+    def __init__(self, process_group=None, model=None, settings=None, **kwargs):
+        s = self.settings = Settings.of(settings, **kwargs)
+        local = s.local
+        if local is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
-        self._local = None if local_optimizer is None else _LocalOptimizer(
-            local_optimizer, momentum, betas, eps, local_weight_decay, local_clip_norm)
-        if local_clip_norm and local_optimizer is None:
-            raise ValueError("local_clip_norm goes with local_optimizer (without it, clip the "
-                             "averaged gradient the hook returns, as without the hook)")
-        if codec not in CODECS:
-            raise ValueError(f"unknown codec {codec!r}; one of {', '.join(CODECS)}")
-        if auto and (local_optimizer is not None or dense_warmup_steps or codec == "dense"):
-            raise ValueError("auto chooses between dense and a codec by itself: not with "
-                             "codec 'dense', a local optimizer or dense_warmup_steps")
-        self._auto = _Auto(auto_options) if auto else None
-        self._schedule = _Schedule(codec, model is not None, ramp_steps, ramp_start,
-                                   ramp_stages, adapt_threshold, adapt_window, adapt_hold,
-                                   adapt_bin_size, dense_warmup_steps)
+        self._local = None if local is None else _LocalOptimizer(
+            local.kind, local.momentum, local.betas, local.eps, local.weight_decay,
+            local.clip_norm)
+        self._auto = _Auto(s.auto.options()) if s.auto is not None else None
+        sch = s.schedule
+        self._schedule = _Schedule(s.codec.codec, model is not None, sch.ramp_steps,
+                                   sch.ramp_start, sch.ramp_stages, sch.adapt_threshold,
+                                   sch.adapt_window, sch.adapt_hold, sch.adapt_bin_size,
+                                   sch.dense_warmup_steps)
         if self._local is not None and self._local.kind == "adam":
             self._local.freeze_after = self._schedule.dense_warmup_steps
-        if exchange not in EXCHANGES:
-            raise ValueError(f"unknown exchange {exchange!r}; one of {', '.join(EXCHANGES)}")
-        if summed_values not in ("fp32", "fp16"):
-            raise ValueError(f"summed_values: 'fp32' or 'fp16', not {summed_values!r}")
-        self.exchange = exchange
-        self.summed_values = summed_values
         self._by_slices_next = {}  # auto: per bucket slot, the next exchange's choice
         self.process_group = process_group
-        self.codec = codec
-        self.values = values
-        self.density = float(density)
-        self.tau = float(tau)
-        self.seed = int(seed)
-        self.bin_sizes = dict(DEFAULT_BIN_SIZES)
-        if bin_sizes:
-            for t, v in bin_sizes.items():
-                if t not in LAYER_TYPES:
-                    raise ValueError(f"bin_sizes: unknown layer type {t!r}; one of {LAYER_TYPES}")
-                self.bin_sizes[t] = int(v)
-        if bin_size is not None:
-            self.bin_sizes = {t: int(bin_size) for t in LAYER_TYPES}
-        for t in dense_types:
-            if t not in LAYER_TYPES:
-                raise ValueError(f"dense_types: unknown layer type {t!r}; one of {LAYER_TYPES}")
-        self.dense_types = tuple(dense_types)
-        self.overlap = bool(overlap)
+        self._bin_sizes = s.codec.sizes(DEFAULT_BIN_SIZES)
+        self.overlap = s.exchange.overlap
+        layer_types = s.codec.layer_types
         # The parameters.
         self._by_id = {}        # id(param) -> _Entry
         self._by_name = {}      # name -> _Entry
@@ -176,11 +106,6 @@ class AdaCompState:
         self.buckets = 0
         self.aborted_steps = 0  # steps rolled back after an error (not in state_dict)
         self.failed_in_a_row = 0  # failed steps since the last applied one
-        if isinstance(max_failed_steps, bool) or not isinstance(max_failed_steps, int) or (
-                max_failed_steps < 0):
-            raise ValueError(f"max_failed_steps must be a whole number >= 0, not "
-                             f"{max_failed_steps!r}")
-        self.max_failed_steps = max_failed_steps
         self.transport_bytes = 0
         # CPU seconds of the hook's own work (time.thread_time of the threads that do
         # it): "launch" compress and post on the caller's (autograd) thread, "finish"
@@ -220,9 +145,22 @@ class AdaCompState:
         elif layer_types:
             raise ValueError("layer_types needs model=")
         self._schedule.build(sorted(self._by_name.values(), key=lambda e: e.tensor_id),
-                             self.bin_sizes)
+                             self._bin_sizes)
         if ddp is not None:
             self.track_usage(ddp)
+
+    # ----- the settings, as the state has always shown them (read-only) ---------------------
+
+    codec = property(lambda self: self.settings.codec.codec)
+    values = property(lambda self: self.settings.codec.values)
+    density = property(lambda self: self.settings.codec.density)
+    tau = property(lambda self: self.settings.codec.tau)
+    seed = property(lambda self: self.settings.codec.seed)
+    dense_types = property(lambda self: self.settings.codec.dense_types)
+    bin_sizes = property(lambda self: dict(self._bin_sizes), doc="L_T per layer type")
+    exchange = property(lambda self: self.settings.exchange.exchange)
+    summed_values = property(lambda self: self.settings.exchange.summed_values)
+    max_failed_steps = property(lambda self: self.settings.max_failed_steps)
 
     # ----- parameters and their compressors -------------------------------------------------
 
@@ -248,7 +186,7 @@ class AdaCompState:
         if e.numel > 0:
             codec = "dense" if layer_type in self.dense_types else self.codec
             e.compressor = Compressor(
-                e.numel, codec=codec, bin_size=self.bin_sizes[layer_type], values=self.values,
+                e.numel, codec=codec, bin_size=self._bin_sizes[layer_type], values=self.values,
                 density=self.density, tau=self.tau,
                 seed=_mix_seed(self.seed, self._rank(), e.tensor_id), tensor_id=e.tensor_id)
             if name in self._pending:
@@ -293,6 +231,12 @@ class AdaCompState:
         return {n: e.compressor.residue for n, e in self._by_name.items() if e.compressor}
 
     # ----- checkpoints -----------------------------------------------------------------------
+
+    def __reduce__(self):
+        raise TypeError("an AdaCompState is bound to its process group, model and thread, and "
+                        "is not pickled itself: torch.save state.settings (the settings, "
+                        "picklable) and state.state_dict() (this rank's residues and moments; "
+                        "gathered_state_dict() for every rank's in one file)")
 
     def state_dict(self):
         """This rank's residues (and generator states) by parameter name, plus step
