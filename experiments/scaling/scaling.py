@@ -33,7 +33,8 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           float32 rings, AdaComp and AdaComp with a bin-size ramp, evaluated
           on all 10,000 test images every 32 steps (experiments/scaling/schedule.md,
           experiments/scaling/schedule_report.py); mnist-cnn also at 10 Gbit/s and unshaped
-          (AdaComp and both rings).
+          (AdaComp and both rings); then --codec auto at every link for both
+          models, and fc-dnn's fast links (AdaComp and both rings).
 
   probe   why AdaComp needs more steps to the target: the same target
           in-process (4 learners, no links), dense and AdaComp with the
@@ -111,6 +112,14 @@ SCHEDULE_RUNS = [("100mbit", "adacomp"), ("100mbit", "fp16"), ("1gbit", "adacomp
 # there is at most 1.05x the fastest ring's time).
 SCHEDULE_FAST_RUNS = [(link, codec) for link in ("10gbit", "unshaped")
                       for codec in ("adacomp", "dense", "fp16")]
+# ... and --codec auto on every link, both models, with the rings and AdaComp on the
+# fast links for fc-dnn too (issue 43: auto against the sooner of the fastest ring and
+# fixed AdaComp at every link).
+SCHEDULE_AUTO_RUNS = {
+    "mnist-cnn": [(link, "auto") for link in ("100mbit", "1gbit", "10gbit", "unshaped")],
+    "fc-dnn": [(link, "auto") for link in ("100mbit", "1gbit", "10gbit", "unshaped")] + [
+        (link, codec) for link in ("10gbit", "unshaped") for codec in ("adacomp", "dense", "fp16")],
+}
 SCHEDULE_ARGS = ["--epochs", "12", "--lr-decay-epochs", "6,9", "--eval-every", "32"]
 STEPS = 25          # a steps run; the bytes run does 2 x STEPS
 SKIP = 5            # steps left out of the medians (start-up, warm caches)
@@ -170,6 +179,10 @@ def configs():
                         "link": link, "steps": AUTO_STEPS})
     for model in ("mnist-cnn", "fc-dnn"):
         for link, codec in SCHEDULE_RUNS + (SCHEDULE_FAST_RUNS if model == "mnist-cnn" else []):
+            out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
+                        "link": link})
+    for model in ("mnist-cnn", "fc-dnn"):
+        for link, codec in SCHEDULE_AUTO_RUNS[model]:
             out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
                         "link": link})
     for c in out:

@@ -40,13 +40,14 @@ TOLERANCE = 0.003
 NEEDED = {"100mbit": 3.0, "1gbit": 1.0, "10gbit": 1 / 1.05, "unshaped": 1 / 1.05}
 
 
-def load():
-    """{model: {(codec, link): run}}."""
+def load(codecs=None):
+    """{model: {(codec, link): run}}, of the given codecs (None: every one)."""
     runs = {}
     for path in sorted(glob.glob(os.path.join(RES, "*.json"))):
         with open(path) as f:
             r = json.load(f)
-        runs.setdefault(r["model"], {})[(r["codec"], r["link"])] = r
+        if codecs is None or r["codec"] in codecs:
+            runs.setdefault(r["model"], {})[(r["codec"], r["link"])] = r
     return runs
 
 
@@ -181,7 +182,7 @@ def plot(model, runs, tg):
 
 
 def main():
-    by_model = load()
+    by_model = load(NAMES)  # auto's runs: auto_schedule_report.py
     if not by_model:
         sys.exit("no experiments/scaling/data/schedule/*.json (run experiments/scaling/scaling.py --part schedule)")
     first = next(iter(next(iter(by_model.values())).values()))

@@ -1,0 +1,62 @@
+"""experiments/scaling/auto_schedule_report.py's logic on hand-made runs: what auto sent
+each step, rebuilt from its recorded choices; each target compares auto with the sooner
+of fixed AdaComp and the rings on its link (at most 1.05x later), and at 100 Mbit/s with
+the fastest ring (at least 3x sooner); the final accuracy with the fastest ring's."""
+
+import unittest
+
+import auto_schedule_report as ar
+from test_schedule_report import DENSE, run
+
+
+def auto_run(link, points, choices, steps=1536, dense_steps=4):
+    r = run("auto", link, points, steps=steps)
+    r["summary"]["auto"] = {"choices": choices, "dense_steps": dense_steps,
+                            "codec_steps": steps - dense_steps}
+    return r
+
+
+class AutoScheduleReportTest(unittest.TestCase):
+    def test_modes_from_the_choices(self):
+        r = auto_run("1gbit", DENSE, ["step 9: auto: codec, 0.01 s a step against dense's 0.1 s",
+                                      "step 20: auto: probing dense again (drift)",
+                                      "step 24: auto: dense, 0.01 s a step against codec's "
+                                      "0.02 s"], steps=30)
+        m = ar.modes(r)
+        self.assertEqual(len(m), 30)
+        self.assertEqual(m[:4], ["dense"] * 4)        # the first probe: dense, then
+        self.assertEqual(m[4:8], ["codec"] * 4)       # the codec, with no note
+        self.assertEqual(m[8:19], ["codec"] * 11)     # settled from step 9
+        self.assertEqual(m[19:23], ["dense"] * 4)     # probing dense from step 20
+        self.assertEqual(m[23:], ["dense"] * 7)       # settled on dense at step 24
+
+    def test_verdicts(self):
+        tg = {"after one epoch": 0.80, "final minus 0.3 points": 0.897}
+        fp16 = [(128, 0.80, 300.0), (1536, 0.90, 3000.0)]
+        ada = [(128, 0.78, 30.0), (256, 0.80, 60.0), (1536, 0.899, 600.0)]
+        # auto: the epoch target at 62 s (1.03x AdaComp's 60: met; 4.8x sooner than the
+        # ring: met), the final one at 700 s (1.17x AdaComp's 600: missed), final
+        # accuracy 0.898 against the ring's 0.90 (-0.2 points: met).
+        auto = [(128, 0.80, 62.0), (1536, 0.898, 700.0)]
+        runs = {("fp16", "100mbit"): run("fp16", "100mbit", fp16),
+                ("adacomp", "100mbit"): run("adacomp", "100mbit", ada),
+                ("auto", "100mbit"): auto_run("100mbit", auto, [])}
+        lines, verdicts = ar.section(runs, tg)
+        text = "\n".join(lines)
+        self.assertEqual(verdicts, [True, True, False, True, True])
+        self.assertIn("1.03x (target at most 1.05x: **met**)", text)
+        self.assertIn("4.84x sooner than the fp16 ring (target at least 3x: **met**)", text)
+        self.assertIn("1.17x (target at most 1.05x: **missed**)", text)
+        self.assertIn("auto -0.20 points", text)
+        # A target auto never reaches is missed; a link without auto is left out.
+        runs[("auto", "100mbit")] = auto_run("100mbit", [(1536, 0.79, 500.0)], [])
+        runs[("adacomp", "1gbit")] = run("adacomp", "1gbit", ada)
+        lines, verdicts = ar.section(runs, tg)
+        self.assertNotIn("### 1 Gbit/s", lines)
+        self.assertIn("- after one epoch: auto does not reach it; the AdaComp needs 60.0 s: "
+                      "**missed**.", lines)
+        self.assertEqual(verdicts, [False, False, False])
+
+
+if __name__ == "__main__":
+    unittest.main()
