@@ -14,6 +14,8 @@ ring's (the ring with the least training seconds on that link).
 Usage: /usr/bin/python3 experiments/scaling/auto_schedule_report.py
 """
 
+import glob
+import json
 import os
 import re
 import sys
@@ -24,6 +26,7 @@ import schedule_report as sr  # noqa: E402
 from resultslib.paths import experiment  # noqa: E402
 from resultslib.util import machine_name, pyplot  # noqa: E402
 
+AGAIN = experiment("scaling", "data", "schedule-again")
 DOC = experiment("scaling", "auto-schedule.md")
 IMG = experiment("scaling", "img", "cluster_auto_schedule_{}.png")
 NAMES = dict(sr.NAMES, auto="auto")
@@ -54,13 +57,36 @@ def modes(r):
     return out
 
 
+def load_again():
+    """{(model, link): fixed AdaComp's run made again beside auto's (part schedule-again)}."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(AGAIN, "*.json"))):
+        with open(path) as f:
+            r = json.load(f)
+        out[(r["model"], r["link"])] = r
+    return out
+
+
+def with_again(runs, again):
+    """runs with fixed AdaComp's run of each link replaced by the one made beside auto's
+    where there is one; {link: the earlier run} of those replaced."""
+    runs = dict(runs)
+    earlier = {}
+    for (c, link), r in list(runs.items()):
+        if c == "adacomp" and (r["model"], link) in again:
+            earlier[link] = r
+            runs[(c, link)] = again[(r["model"], link)]
+    return runs, earlier
+
+
 def fastest_ring(here):
     rings = [(sr.evals(here[c])[-1][2], c) for c in sr.RINGS if c in here]
     return min(rings)[1] if rings else None
 
 
-def section(runs, tg):
+def section(runs, tg, earlier=None):
     lines = []
+    earlier = earlier or {}
     verdicts = []
     for link, link_name in sr.LINKS:
         here = {c: r for (c, l), r in runs.items() if l == link}
@@ -81,6 +107,11 @@ def section(runs, tg):
                          f"{sr.evals(r)[-1][2]:.1f} | {dense} | " +
                          " | ".join(sr.fmt_time(sr.time_to(r, v)) for v in tg.values()) + " |")
         lines.append("")
+        if link in earlier:
+            then, now = earlier[link], here["adacomp"]
+            lines += [f"AdaComp's run above was made beside auto's ({now['date'][:10]}); "
+                      f"its earlier run ({then['date'][:10]}) trained {sr.evals(then)[-1][2]:.1f} s "
+                      f"to {100 * then['summary']['test_accuracy']:.2f} %.", ""]
         auto = here["auto"]
         for k, v in tg.items():
             mine = sr.time_to(auto, v)
@@ -168,6 +199,7 @@ def plot(model, runs, tg):
 
 def main():
     by_model = sr.load()
+    again = load_again()
     have = {m: runs for m, runs in by_model.items() if any(c == "auto" for c, _ in runs)}
     if not have:
         sys.exit("no auto run in experiments/scaling/data/schedule (scaling.py --part schedule)")
@@ -182,9 +214,9 @@ def main():
         "compute per step is that of 8 learners on 2 cores). The set-up and targets are "
         "[schedule.md](schedule.md)'s: 12 epochs of 16,384 Fashion-MNIST images, 8 hosts, "
         "seed 1, all 10,000 test images every 32 steps; one run per codec and link. The "
-        "runs of AdaComp and the rings that schedule.md reports were made in an earlier "
-        "session on the same kind of VM, except fc-dnn's at 10 Gbit/s and unshaped, made "
-        "with auto's.",
+        "rings' runs are schedule.md's, made in an earlier session on the same kind of VM "
+        "(fc-dnn's at 10 Gbit/s and unshaped beside auto's); fixed AdaComp's were made "
+        "again beside auto's (part schedule-again), and those are the ones compared.",
         "",
         "auto (`adacomp train --codec auto`, include/adacomp/speed_choice.h) sends each "
         "step as the dense float32 all-reduce of gradient plus residue or by AdaComp, "
@@ -205,7 +237,8 @@ def main():
             continue
         lines += ["Targets, from the " + NAMES[ref["codec"]] + "'s run: " + "; ".join(
             f"{k} {100 * v:.2f} %" for k, v in tg.items()) + ".", ""]
-        body, verdicts = section(runs, tg)
+        runs, earlier = with_again(runs, again)
+        body, verdicts = section(runs, tg, earlier)
         lines += body
         met += sum(verdicts)
         total += len(verdicts)

@@ -35,6 +35,9 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
           experiments/scaling/schedule_report.py); mnist-cnn also at 10 Gbit/s and unshaped
           (AdaComp and both rings); then --codec auto at every link for both
           models, and fc-dnn's fast links (AdaComp and both rings).
+  schedule-again  fixed AdaComp's whole schedule again (mnist-cnn at every link,
+          fc-dnn at 100 Mbit/s and 1 Gbit/s), beside the auto runs: the reference
+          experiments/scaling/auto-schedule.md judges auto against.
 
   probe   why AdaComp needs more steps to the target: the same target
           in-process (4 learners, no links), dense and AdaComp with the
@@ -120,6 +123,11 @@ SCHEDULE_AUTO_RUNS = {
     "fc-dnn": [(link, "auto") for link in ("100mbit", "1gbit", "10gbit", "unshaped")] + [
         (link, codec) for link in ("10gbit", "unshaped") for codec in ("adacomp", "dense", "fp16")],
 }
+# Part schedule-again: fixed AdaComp's whole schedule again, in the session of the auto
+# runs, so that auto is judged against a reference measured beside it (the machine's
+# speed drifts between sessions).
+SCHEDULE_AGAIN = [("mnist-cnn", link) for link in ("100mbit", "1gbit", "10gbit", "unshaped")] + [
+    ("fc-dnn", link) for link in ("100mbit", "1gbit")]
 SCHEDULE_ARGS = ["--epochs", "12", "--lr-decay-epochs", "6,9", "--eval-every", "32"]
 STEPS = 25          # a steps run; the bytes run does 2 x STEPS
 SKIP = 5            # steps left out of the medians (start-up, warm caches)
@@ -185,6 +193,9 @@ def configs():
         for link, codec in SCHEDULE_AUTO_RUNS[model]:
             out.append({"part": "schedule", "model": model, "codec": codec, "P": 8,
                         "link": link})
+    for model, link in SCHEDULE_AGAIN:
+        out.append({"part": "schedule-again", "model": model, "codec": "adacomp", "P": 8,
+                    "link": link})
     for c in out:
         c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"]) + (
             "_r%d" % c["round"] if "round" in c else "")
@@ -310,7 +321,7 @@ def median_split(metrics_path):
 
 def train_args(c, work):
     args = ["--model", c["model"]] + CODECS[c["codec"]] + COMMON
-    if c["part"] == "schedule":
+    if c["part"] in ("schedule", "schedule-again"):
         args += SCHEDULE_ARGS + ["-q", "--log-every", "1000"]
     elif c["part"] == "target":
         args += ["--test-limit", "2000", "--eval-every", str(TARGET_EVERY), "--steps",
@@ -327,7 +338,7 @@ def run_one(adacomp, c, cl, log):
     with tempfile.TemporaryDirectory(prefix="scaling-") as work:
         os.chmod(work, 0o755)
         args = train_args(c, work)
-        limit = 1800 if c["part"] == "schedule" else 900  # a whole schedule: up to ~12 min
+        limit = 1800 if c["part"].startswith("schedule") else 900  # a whole schedule: up to ~12 min
         cmd = ["bash", CLUSTER, "--name", NAME, "run", "--mpi", "--timeout", str(limit), "--",
                adacomp, "train"] + args
         before = counters()
@@ -352,7 +363,7 @@ def run_one(adacomp, c, cl, log):
                 "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
                 "bytes_sent", "dense_bytes", "learner_seconds", "slowest_learner", "auto"]
         rec["summary"] = {k: summary.get(k) for k in keep}
-        if c["part"] not in ("target", "schedule"):
+        if c["part"] not in ("target", "schedule", "schedule-again"):
             rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
         return rec
 
@@ -384,7 +395,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="all",
                     choices=["steps", "bytes", "target", "probe", "p16", "auto16",
-                             "auto-steps", "schedule", "all"])
+                             "auto-steps", "schedule", "schedule-again", "all"])
     ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--adacomp", default=adacomp_binary())
@@ -425,7 +436,7 @@ def main():
                 s = rec["summary"]
                 if c["part"] in ("target", "probe"):
                     print("  reached %s" % s["reached_accuracy"], flush=True)
-                elif c["part"] == "schedule":
+                elif c["part"].startswith("schedule"):
                     print("  test accuracy %.4f, %.1f s of training" % (
                         s["test_accuracy"], s["epoch_metrics"][-1]["train_seconds"]), flush=True)
                 else:

@@ -57,6 +57,23 @@ class AutoScheduleReportTest(unittest.TestCase):
                       "**missed**.", lines)
         self.assertEqual(verdicts, [False, False, False])
 
+    def test_adacomp_made_again_is_the_reference(self):
+        old = run("adacomp", "100mbit", [(128, 0.80, 30.0)])
+        new = run("adacomp", "100mbit", [(128, 0.80, 90.0)])
+        for r, date in ((old, "2026-12-04 10:00:00 UTC"), (new, "2026-12-06 10:00:00 UTC")):
+            r.update(model="mnist-cnn", date=date)
+        runs = {("adacomp", "100mbit"): old, ("auto", "100mbit"): auto_run(
+            "100mbit", [(128, 0.80, 60.0)], [])}
+        replaced, earlier = ar.with_again(runs, {("mnist-cnn", "100mbit"): new})
+        self.assertIs(replaced[("adacomp", "100mbit")], new)
+        self.assertIs(earlier["100mbit"], old)
+        self.assertIs(runs[("adacomp", "100mbit")], old)  # the caller's dict unchanged
+        lines, verdicts = ar.section(replaced, {"after one epoch": 0.80}, earlier)
+        # auto 60 s against AdaComp's 90 s made beside it: met (against the earlier
+        # 30 s it would be 2x later).
+        self.assertEqual(verdicts[0], True)
+        self.assertTrue(any("its earlier run (2026-12-04) trained 30.0 s" in x for x in lines))
+
 
 if __name__ == "__main__":
     unittest.main()
