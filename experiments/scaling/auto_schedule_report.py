@@ -14,8 +14,6 @@ ring's (the ring with the least training seconds on that link).
 Usage: /usr/bin/python3 experiments/scaling/auto_schedule_report.py
 """
 
-import glob
-import json
 import os
 import re
 import sys
@@ -59,12 +57,8 @@ def modes(r):
 
 def load_again():
     """{(model, link): fixed AdaComp's run made again beside auto's (part schedule-again)}."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(AGAIN, "*.json"))):
-        with open(path) as f:
-            r = json.load(f)
-        out[(r["model"], r["link"])] = r
-    return out
+    return {(model, link): r for model, runs in sr.load(("adacomp",), AGAIN).items()
+            for (_, link), r in runs.items()}
 
 
 def with_again(runs, again):

@@ -40,10 +40,11 @@ TOLERANCE = 0.003
 NEEDED = {"100mbit": 3.0, "1gbit": 1.0, "10gbit": 1 / 1.05, "unshaped": 1 / 1.05}
 
 
-def load(codecs=None):
-    """{model: {(codec, link): run}}, of the given codecs (None: every one)."""
+def load(codecs=None, folder=RES):
+    """{model: {(codec, link): run}} of the runs in folder, of the given codecs (None:
+    every one)."""
     runs = {}
-    for path in sorted(glob.glob(os.path.join(RES, "*.json"))):
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         with open(path) as f:
             r = json.load(f)
         if codecs is None or r["codec"] in codecs:
@@ -198,8 +199,8 @@ def main():
         "Each model trained to the end, not extrapolated: 12 epochs of the first 16,384 "
         "Fashion-MNIST training images (128 steps of 128 images an epoch, 16 per host; "
         "seed 1; lr x0.1 after epochs 6 and 9), evaluated on all 10,000 test images every "
-        "32 steps. 8 hosts, every link shaped with `tc tbf` (mnist-cnn also on unshaped "
-        "veth links). The ramp: L_T 8 to the "
+        "32 steps. 8 hosts, every link shaped with `tc tbf` (and on unshaped veth links; "
+        "fc-dnn's 10 Gbit/s and unshaped runs were made later, beside auto-schedule.md's). The ramp: L_T 8 to the "
         "defaults over the first epoch (128 steps), 4 stages. The float32 ring is not run at "
         "100 Mbit/s: there its step on 8 hosts is 1.4-1.5x the fp16 ring's "
         "(experiments/scaling/report.md), so the fp16 ring is the fastest ring there.",
