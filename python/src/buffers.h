@@ -164,7 +164,7 @@ void AddReadOnly(Class& cls, const std::array<const char*, sizeof...(Getters)>& 
 
 // The bindings of adacomp/slices.h (slices.cc), added to the module.
 void AddSliceBindings(py::module_& m);
-// local_step.cc: _momentum_step and _adam_step, the hook's local steps in one pass.
+// local_step.cc: _LocalOptimizer, the binding of the library's local optimizer.
 void AddLocalStepBindings(py::module_& m);
 // python/src/speed_choice.cc: _SpeedChooser (adacomp/speed_choice.h).
 void AddSpeedChoiceBindings(py::module_& m);
