@@ -182,6 +182,7 @@ def plot(model, runs, tg):
         strip.bar(range(1, len(m) + 1), [1] * len(m), width=1.0,
                   color=["black" if x == "dense" else "tab:red" for x in m])
         strip.set_yticks([])
+        strip.set_title(f"{m.count('dense')} of {len(m)} steps dense", fontsize=9)
         strip.set_xlim(0.5, len(m) + 0.5)
         strip.set_xlabel("step: what auto sent (black dense, red AdaComp)")
     fig.tight_layout()
