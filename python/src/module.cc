@@ -310,15 +310,6 @@ uint64_t DecompressAdd(const py::buffer& frame, const py::buffer& out,
   return info.frame_bytes;
 }
 
-// Writes 0 into `out` where the frame carries a non-zero value; returns how many.
-uint64_t ZeroWhereCarriedPy(const py::buffer& frame, const py::buffer& out) {
-  uint64_t zeroed = 0;
-  WithFrameAndOut(frame, out, [&](std::span<const uint8_t> bytes, std::span<float> dst) {
-    return ZeroWhereCarried(bytes, dst, &zeroed);
-  });
-  return zeroed;
-}
-
 // Writes over `out` the average of the frames (one tensor's frame from each
 // learner, in order): bit for bit zeroing `out`, adding the frames in order
 // and dividing by their count. Every frame is validated first; on any error
@@ -573,7 +564,6 @@ PYBIND11_MODULE(_adacomp, m) {
   m.def("inspect", &adacomp::Inspect, py::arg("frame"), py::arg("expected_tensor_id") = py::none(),
         py::arg("max_frame_bytes") = py::none(), py::arg("max_elements") = py::none());
   m.def("find_non_finite", &adacomp::FindNonFinitePy, py::arg("values"));
-  m.def("_zero_where_carried", &adacomp::ZeroWhereCarriedPy, py::arg("frame"), py::arg("out"));
   // Takes one more reference to obj and never gives it back, so obj outlives the
   // interpreter's shutdown (python/adacomp/torch/worker.py: tensors a Gloo worker thread
   // may still hold must not be freed while the interpreter finalizes).

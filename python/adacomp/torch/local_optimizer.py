@@ -48,9 +48,6 @@ import torch
 
 from .. import _adacomp
 
-KINDS = ("sgd", "adam")
-
-
 def squared_norm(arr, layout):
     """The sum of squares of arr over the layout's slices ((entry, offset, count))."""
     return sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout)
@@ -64,37 +61,34 @@ def _scale(arr, layout, factor):
 
 
 class _LocalOptimizer:
-    """Per-parameter moments (float32 tensors keyed by parameter name), the prepared
-    moments of the step in progress, and the count of committed steps."""
+    """The hook's side of the library's local optimizer (self.opt, which holds the
+    moments, the step in progress and the counts): each parameter's name and its tensor
+    there, the weight decay per parameter, the clip, and the saved form."""
 
-    def __init__(self, kind, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
-                 clip_norm=0.0):
-        if kind not in KINDS:
-            raise ValueError(f"local_optimizer: 'sgd' or 'adam', not {kind!r}")
-        self.kind = kind
-        self.momentum = float(momentum)
-        b1, b2 = (float(b) for b in betas)
-        self.betas = (b1, b2)
-        self.eps = float(eps)
-        if kind == "sgd" and not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), not {momentum}")
-        if kind == "adam" and not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0 and self.eps > 0):
-            raise ValueError(f"betas must be in [0, 1) and eps > 0, not {betas}, {eps}")
+    def __init__(self, local, freeze_after=0):
+        """local: a LocalSettings (settings.py, which checked it); freeze_after: adam with
+        a dense warm-up, its length (the second moment is frozen after it)."""
+        kind = self.kind = local.kind
+        self.momentum = float(local.momentum)
+        self.betas = tuple(float(b) for b in local.betas)
+        self.eps = float(local.eps)
+        self.freeze_after = freeze_after
+        # The library's optimizer (adacomp/local_optimizer.h); its settings' check
+        # (ValueError) is the one for momentum, betas and eps.
+        self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
+                                            self.eps, freeze_after)
         # id(parameter) -> the weight decay added to its gradient before the momentum
         # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
         # wd: a number, or a torch parameter group whose "weight_decay" is read at each
         # step (DistributedOptimizer: a schedule that sets it takes effect).
         self._decay = {}
-        for params, wd in (weight_decay or ()):
+        for params, wd in (local.weight_decay or ()):
             if kind != "sgd" and (wd.get("weight_decay", 0) if isinstance(wd, dict) else wd):
                 raise ValueError("weight_decay goes with local_optimizer 'sgd' (AdamW's "
                                  "decay stays with the SGD that applies the step)")
             for p in params:
                 self._decay[id(p)] = wd if isinstance(wd, dict) else float(wd)
-        if isinstance(clip_norm, bool) or not isinstance(clip_norm, (int, float)) or not (
-                clip_norm >= 0 and math.isfinite(clip_norm)):
-            raise ValueError(f"local_clip_norm must be a finite number >= 0, not {clip_norm!r}")
-        self.clip_norm = float(clip_norm)
+        self.clip_norm = float(local.clip_norm)
         self._warned_buckets = False  # clip() said once that the model spans buckets
         # The step's clip factor over every bucket (defer.py: the whole gradient's
         # norm, known before any bucket is compressed), or None: each bucket on its own.
@@ -102,19 +96,8 @@ class _LocalOptimizer:
         self.measure = False  # add up this rank's gradient norm (DistributedOptimizer)
         self.norm_sq = 0.0    # the step's sum of squares so far, when measuring
         self.last_norm = None  # this rank's gradient L2 norm of the last step, measured
-        self.freeze_after = 0  # adam with a dense warm-up: its length (the state sets it)
-        self._opt = None      # the library's optimizer (made at the first step)
-        self._index = {}      # parameter name -> its tensor in self._opt
+        self._index = {}      # parameter name -> its tensor in self.opt
         self._residue_kept = {}  # name -> whether its compressor keeps a residue
-
-    @property
-    def opt(self):
-        """The library's optimizer (adacomp/local_optimizer.h), made when first needed
-        (after the state has set freeze_after)."""
-        if self._opt is None:
-            self._opt = _adacomp._LocalOptimizer(self.kind, self.momentum, self.betas[0],
-                                                 self.betas[1], self.eps, self.freeze_after)
-        return self._opt
 
     @property
     def steps(self):

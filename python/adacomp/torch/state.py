@@ -19,7 +19,7 @@ from .errors import _decode_failed, _exchange_failed, _Failed, _keep_failing, _s
 from .layers import DEFAULT_BIN_SIZES, LAYER_TYPES, _type_by_shape, layer_types_of
 from .local_optimizer import _LocalOptimizer
 from .schedule import _Schedule
-from .settings import EXCHANGES, Settings  # noqa: F401 - EXCHANGES: as before
+from .settings import Settings
 from .stats import _per_type, _report
 from .slices import _average_slices, _cut, _estimate, _second_phase
 from .step import _Step
@@ -69,17 +69,14 @@ class AdaCompState:
         local = s.local
         if local is not None and model is None:
             raise ValueError("local_optimizer needs model= (the moments are kept by name)")
-        self._local = None if local is None else _LocalOptimizer(
-            local.kind, local.momentum, local.betas, local.eps, local.weight_decay,
-            local.clip_norm)
         self._auto = _Auto(s.auto.options()) if s.auto is not None else None
         sch = s.schedule
         self._schedule = _Schedule(s.codec.codec, model is not None, sch.ramp_steps,
                                    sch.ramp_start, sch.ramp_stages, sch.adapt_threshold,
                                    sch.adapt_window, sch.adapt_hold, sch.adapt_bin_size,
                                    sch.dense_warmup_steps)
-        if self._local is not None and self._local.kind == "adam":
-            self._local.freeze_after = self._schedule.dense_warmup_steps
+        self._local = None if local is None else _LocalOptimizer(
+            local, self._schedule.dense_warmup_steps if local.kind == "adam" else 0)
         self._by_slices_next = {}  # auto: per bucket slot, the next exchange's choice
         self.process_group = process_group
         self._bin_sizes = s.codec.sizes(DEFAULT_BIN_SIZES)
