@@ -5,7 +5,8 @@ the sum over steps of the ranks' average gradient equals the weights' change
 branch used on even steps only, on one rank only, and for the always-used layers.
 2 Gloo processes; the local gradients are taken by tensor hooks before DDP sees
 them. With the one call (DistributedOptimizer, SGD with momentum: each rank
-compresses its velocity), the same holds for the steps each rank compressed. With
+compresses its velocity; with AdamW, Adam's step, each parameter counting only the
+steps that used it), the same holds for the steps each rank compressed. With
 auto=True set to switch between dense and the codec every other step, the same holds
 across the switches both ways, and both ranks choose alike."""
 
@@ -48,10 +49,12 @@ def worker(rank, port, outdir, kwargs):
         ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
         local = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
         if kwargs.get("one_call"):
-            # The one call with SGD and momentum: what each rank compresses is its local
-            # step (the velocity), so that is what is summed.
-            opt = adacomp.torch.DistributedOptimizer(
-                ddp, torch.optim.SGD(ddp.parameters(), lr=1.0, momentum=0.9))
+            # The one call with SGD and momentum (or AdamW): what each rank compresses
+            # is its local step (the velocity, or Adam's step), so that is what is summed.
+            inner = (torch.optim.AdamW(ddp.parameters(), lr=1.0, weight_decay=0.0)
+                     if kwargs.get("adam") else
+                     torch.optim.SGD(ddp.parameters(), lr=1.0, momentum=0.9))
+            opt = adacomp.torch.DistributedOptimizer(ddp, inner)
             state = opt.hook
             for n, e in state._by_name.items():
                 real = e.compressor.compress
@@ -82,6 +85,8 @@ def worker(rank, port, outdir, kwargs):
                             for n, p in model.named_parameters()}
         result["residue"] = {n: r.astype(np.float64) for n, r in state.residues().items()}
         result["steps"] = state.steps
+        if state._local is not None:
+            result["counts"] = state._local.save()["counts"]
         if "auto" in state.stats():
             a = state.stats()["auto"]
             result["auto"] = (a["dense_steps"], a["codec_steps"], a["choices"])
@@ -114,6 +119,22 @@ class UnusedParametersTest(unittest.TestCase):
 
     def test_one_call_conserves_the_local_steps(self):
         check(self, spawn_world(functools.partial(worker, kwargs={"one_call": True}), 2))
+
+    def test_one_call_with_adam_counts_each_parameters_steps(self):
+        """AdamW through the one call: conservation as above, and each parameter's step
+        count (its bias corrections) counts only the steps that used it, as torch's
+        Adam does: the trunk all 20, the even-step branch 10 on each rank, the rank-0
+        branch 10 on rank 0 and none on rank 1."""
+        r0, r1 = spawn_world(functools.partial(worker, kwargs={"one_call": True,
+                                                              "adam": True}), 2)
+        check(self, (r0, r1))
+        for r, rank0_steps in ((r0, STEPS // 2), (r1, 0)):
+            self.assertEqual(r["counts"]["trunk.weight"][0], STEPS)
+            self.assertEqual(r["counts"]["head.bias"][0], STEPS)
+            self.assertEqual(r["counts"]["even.weight"][0], STEPS // 2)
+            # (a parameter never used has no moments and no count saved)
+            self.assertEqual(r["counts"].get("rank0.weight", [0, 0])[0], rank0_steps)
+        self.assertNotIn("rank0.weight", r1["counts"])
 
     def test_auto_conserves_across_switches(self):
         # One timed step a probe, the other way again after two settled steps,
