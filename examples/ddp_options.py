@@ -58,10 +58,9 @@ def check_common_args(ap, args):
         ap.error("--dense-warmup-steps applies to --hook adacomp only")
     if args.dense_warmup_steps < 0:
         ap.error("--dense-warmup-steps must not be negative")
-    if getattr(args, "auto", False) and (args.hook != "adacomp" or args.local_optimizer
-                                         or args.one_call or args.dense_warmup_steps):
-        ap.error("--auto applies to --hook adacomp, without --local-optimizer, --one-call or "
-                 "--dense-warmup-steps (it chooses dense steps by itself)")
+    if getattr(args, "auto", False) and (args.hook != "adacomp" or args.dense_warmup_steps):
+        ap.error("--auto applies to --hook adacomp, without --dense-warmup-steps (it chooses "
+                 "dense steps by itself)")
     if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
         ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
                  "chooses where the optimizer runs)")

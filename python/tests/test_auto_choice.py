@@ -50,7 +50,7 @@ class AutoChoiceTest(unittest.TestCase):
             _adacomp._SpeedChooser(probe_steps=0)
         model = nn.Linear(4, 2)
         with self.assertRaises(ValueError):
-            adacomp.torch.AdaCompState(model=model, auto=True, local_optimizer="sgd")
+            adacomp.torch.AdaCompState(model=model, auto=True, codec="dense")
         with self.assertRaises(ValueError):
             adacomp.torch.AdaCompState(model=model, auto=True, dense_warmup_steps=3)
         with self.assertRaises(ValueError):

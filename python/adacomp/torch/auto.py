@@ -3,6 +3,12 @@ frames of each rank's gradient plus its residue, the residues then emptied), whi
 this run's step times say is faster, decided by the trainer's own rule
 (adacomp/speed_choice.h, bound as _SpeedChooser).
 
+With a local optimizer (DistributedOptimizer's SGD with momentum, Adam, AdamW) both
+kinds of step send what each rank's optimizer gives, its velocity or its Adam step: a
+dense step sends it whole with the residue added and masks nothing (sgd's velocity
+goes on: the average of the ranks' velocities is SGD with momentum on the averaged
+gradient); a codec step compresses it and masks as always.
+
 A step's time is the interval from its first bucket to the next step's first bucket:
 the whole iteration (forward, backward, the exchange and what it hides, the
 optimizer). At each step's first bucket every rank all-gathers its time of the step
@@ -67,6 +73,17 @@ class _Auto:
         if len(r):
             g += r
             self.folded[id(e)] = e
+
+    def fold_copy(self, e, step):
+        """As fold(), for a local optimizer's step (which is not to be changed: sgd's is
+        its velocity): returns step + the residue, or step itself when there is none."""
+        if id(e) in self.empty:
+            return step
+        r = e.compressor.residue
+        if not len(r):
+            return step
+        self.folded[id(e)] = e
+        return step + r
 
     def commit(self):
         for e in self.folded.values():

@@ -157,10 +157,10 @@ class Settings:
 
     def __post_init__(self):
         _whole("max_failed_steps", self.max_failed_steps)
-        if self.auto is not None and (self.local is not None or self.schedule.dense_warmup_steps
+        if self.auto is not None and (self.schedule.dense_warmup_steps
                                       or self.codec.codec == "dense"):
             raise ValueError("auto chooses between dense and a codec by itself: not with "
-                             "codec 'dense', a local optimizer or dense_warmup_steps")
+                             "codec 'dense' or dense_warmup_steps")
 
     # The flat keyword arguments of AdaCompState, and where each lives.
     _FLAT = {
