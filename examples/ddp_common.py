@@ -442,6 +442,7 @@ class Run:
             "evals": history["evals"], "train": history["train"],
             "untimed_steps": hook.untimed, "timed_steps": len(times["step"]),
             "step_time_mean_s": mean(times["step"]), "step_time_median_s": median(times["step"]),
+            "step_times_s": times["step"],
             "step_time_split_mean_s": {k: mean(v) for k, v in times.items() if k != "step"},
             # CPU seconds per step: backward on the main thread (the AdaComp hook's
             # compress and post included, it runs there), and the hook's own work on

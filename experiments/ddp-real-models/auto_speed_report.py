@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""experiments/ddp-real-models/auto-speed.md and img/ddp_auto_speed.png from
+data/auto-speed/speed/*.json (ddp_real_models.py speed --out data/auto-speed, the
+command below): the one call with auto=True through DDP on 4 hosts of the namespace
+cluster, at 100 Mbit/s, 1 Gbit/s and unshaped, against no hook and the one call
+without auto, all run in the same session (issue 43's DDP measurements).
+
+auto's first steps probe: after the untimed first step, 3 timed steps dense, an
+untimed one and 3 by the codec; then it settles on the faster (the codec only when 5 %
+faster) and probes again every 500 steps. "settled" is the median step from the step
+it settled on; "all" the mean over every timed step, probes included (what a run as
+short as this one pays; over a schedule of hundreds of steps the probes weigh less).
+
+Targets (issue 43): unshaped, auto's step at most 1.03x no hook's; at 100 Mbit/s at
+most 1.05x the AdaComp hook's (here the one call without auto).
+
+Usage: /usr/bin/python3 experiments/ddp-real-models/auto_speed_report.py
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from resultslib.util import pyplot  # noqa: E402
+
+DATA = os.path.join(HERE, "data", "auto-speed", "speed")
+DOC = os.path.join(HERE, "auto-speed.md")
+IMG = os.path.join(HERE, "img", "ddp_auto_speed.png")
+MODELS = ("resnet18", "gpt")
+LINKS = ("100mbit", "1gbit", "unshaped")
+HOOKS = ("none", "adacomp-one", "adacomp-one-auto")
+NAMES = {"none": "no hook", "adacomp-one": "one call", "adacomp-one-auto": "one call, auto"}
+UNSHAPED_MAX = 1.03  # auto / no hook, unshaped
+SLOW_MAX = 1.05      # auto / the AdaComp hook, 100 Mbit/s
+COMMAND = ("sudo /usr/bin/python3 experiments/ddp-real-models/ddp_real_models.py speed "
+           "--models resnet18,gpt --hooks none,adacomp-one,adacomp-one-auto --steps 24 "
+           "--out experiments/ddp-real-models/data/auto-speed")
+
+
+def load(folder=DATA):
+    """{(model, hook, link): summary} of the runs found."""
+    out = {}
+    if not os.path.isdir(folder):
+        return out
+    for name in sorted(os.listdir(folder)):
+        m = re.fullmatch(r"(\w+)_([\w-]+)_P4_(\w+)\.json", name)
+        if m and m.group(3) in LINKS:
+            with open(os.path.join(folder, name)) as f:
+                out[(m.group(1), m.group(2), m.group(3))] = json.load(f)
+    return out
+
+
+def settled_from(s):
+    """The 1-based step auto first settled on a way (its first note), or None."""
+    for note in (s.get("auto") or {}).get("choices", []):
+        m = re.match(r"step (\d+): auto: (dense|codec),", note)
+        if m:
+            return int(m.group(1)), m.group(2)
+    return None
+
+
+def times(s):
+    """(all: mean of every timed step, settled: median from the settled step on, way)."""
+    t = s["step_times_s"]
+    first = s["untimed_steps"] + 1  # the 1-based step of t[0]
+    found = settled_from(s)
+    if found is None:
+        return statistics.mean(t), statistics.median(t), None
+    at, way = found
+    rest = t[max(0, at - first):]
+    return statistics.mean(t), statistics.median(rest) if rest else float("nan"), way
+
+
+def rows(runs):
+    """One row per model and link with every hook run there."""
+    out = []
+    for model in MODELS:
+        for link in LINKS:
+            got = {h: runs.get((model, h, link)) for h in HOOKS}
+            if any(v is None for v in got.values()):
+                continue
+            none = statistics.median(got["none"]["step_times_s"])
+            one = statistics.median(got["adacomp-one"]["step_times_s"])
+            all_mean, settled, way = times(got["adacomp-one-auto"])
+            out.append({"model": model, "link": link, "none": none, "one": one,
+                        "auto_all": all_mean, "auto_settled": settled, "way": way,
+                        "auto_steps": (got["adacomp-one-auto"]["auto"]["dense_steps"],
+                                       got["adacomp-one-auto"]["auto"]["codec_steps"]),
+                        "machine": got["none"].get("machine", "?")})
+    return out
+
+
+def verdicts(r):
+    """Issue 43's checks of one row: [(what, value, limit, met)]."""
+    out = []
+    if r["link"] == "unshaped":
+        v = r["auto_settled"] / r["none"]
+        out.append(("auto settled / no hook", v, UNSHAPED_MAX, v <= UNSHAPED_MAX))
+    if r["link"] == "100mbit":
+        v = r["auto_settled"] / r["one"]
+        out.append(("auto settled / one call", v, SLOW_MAX, v <= SLOW_MAX))
+    return out
+
+
+def plot(table, path=IMG):
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2))
+    for ax, model in zip(axes, MODELS):
+        rs = [r for r in table if r["model"] == model]
+        xs = range(len(rs))
+        w = 0.2
+        for i, (key, label) in enumerate((("none", "no hook"), ("one", "one call"),
+                                          ("auto_settled", "one call, auto (settled)"),
+                                          ("auto_all", "one call, auto (all, probes in)"))):
+            ax.bar([x + (i - 1.5) * w for x in xs], [r[key] for r in rs], w, label=label)
+        for x, r in zip(xs, rs):
+            ax.text(x + 0.5 * w, r["auto_settled"], f" {r['way']}", rotation=90, va="bottom",
+                    ha="center", fontsize=8)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r["link"] for r in rs])
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds per step (log)")
+        ax.set_title(f"{model}, 4 hosts")
+        ax.legend(fontsize=7)
+    fig.suptitle("DDP step time: auto against no hook and the one call "
+                 "(the word: the way auto settled on)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(runs=None, doc=DOC, img=IMG):
+    runs = load() if runs is None else runs
+    table = rows(runs)
+    lines = ["# auto through DDP: the one call on 4 hosts at every link", "",
+             "Generated by `/usr/bin/python3 experiments/ddp-real-models/auto_speed_report.py` "
+             "from the runs of", "", "    " + COMMAND, "",
+             "(one session, the runs of each link back to back; 24 steps each, the first 2 "
+             "untimed; the examples' default schedules and batch sizes, seed 0). "
+             f"Machine: {table[0]['machine'] if table else '?'}, 2 cores shared by the 4 "
+             "hosts.", "",
+             "| model | link | no hook s/step | one call | one call, auto: settled | all steps "
+             "| settled on | dense / codec steps | checks |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        checks = "; ".join(f"{w} {v:.2f}x (at most {lim:.2f}x: {'met' if ok else 'missed'})"
+                           for w, v, lim, ok in verdicts(r)) or "-"
+        lines.append(f"| {r['model']} | {r['link']} | {r['none']:.3f} | {r['one']:.3f} | "
+                     f"{r['auto_settled']:.3f} | {r['auto_all']:.3f} | {r['way']} | "
+                     f"{r['auto_steps'][0]} / {r['auto_steps'][1]} | {checks} |")
+    lines += ["", f"![step times]({os.path.relpath(img, os.path.dirname(doc))})", ""]
+    with open(doc, "w") as f:
+        f.write("\n".join(lines))
+    if table:
+        plot(table, img)
+    return table
+
+
+if __name__ == "__main__":
+    for r in report():
+        print(r["model"], r["link"], f"none {r['none']:.3f} one {r['one']:.3f} "
+              f"auto {r['auto_settled']:.3f} ({r['way']}) all {r['auto_all']:.3f}")

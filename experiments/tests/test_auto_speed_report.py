@@ -1,0 +1,67 @@
+"""experiments/ddp-real-models/auto_speed_report.py's logic on hand-made summaries: the
+step auto settled on, read from its first note; the settled median counted from that
+step (the probes left out) and the mean over every timed step (probes in); the checks
+(unshaped: auto at most 1.03x no hook; 100 Mbit/s: at most 1.05x the one call)."""
+
+import os
+import tempfile
+import unittest
+
+import auto_speed_report as asr
+
+
+def summary(times, untimed=2, choices=None):
+    s = {"step_times_s": times, "untimed_steps": untimed, "machine": "test"}
+    if choices is not None:
+        s["auto"] = {"choices": choices, "dense_steps": 0, "codec_steps": 0}
+    return s
+
+
+class AutoSpeedReportTest(unittest.TestCase):
+    def test_settled_steps_start_at_the_first_note(self):
+        # Timed steps are steps 3..12; settled on the codec at step 9: steps 9..12 count.
+        s = summary([5.0, 5.0, 5.0, 9.0, 1.0, 1.0, 1.2, 1.0, 1.1, 1.3], choices=[
+            "step 9: auto: codec, 1.0 s a step against dense's 5.0 s",
+            "step 11: auto: probing dense again (drift)"])
+        all_mean, settled, way = asr.times(s)
+        self.assertEqual(way, "codec")
+        self.assertAlmostEqual(all_mean, sum(s["step_times_s"]) / 10)
+        self.assertAlmostEqual(settled, 1.15)  # steps 9-12: median of 1.2, 1.0, 1.1, 1.3
+        self.assertIsNone(asr.settled_from(summary([1.0])))
+
+    def test_checks_per_link(self):
+        runs = {}
+        for link, none, one, auto in (("unshaped", 1.00, 1.20, 1.02),
+                                      ("100mbit", 6.0, 1.20, 1.30),
+                                      ("1gbit", 1.5, 1.25, 1.20)):
+            runs[("gpt", "none", link)] = summary([none] * 10)
+            runs[("gpt", "adacomp-one", link)] = summary([one] * 10)
+            a = summary([auto] * 10, choices=["step 9: auto: dense, 1 s a step against "
+                                              "codec's 2 s"])
+            a["auto"].update(dense_steps=18, codec_steps=4)
+            runs[("gpt", "adacomp-one-auto", link)] = a
+        table = {r["link"]: r for r in asr.rows(runs)}
+        self.assertEqual(set(table), {"unshaped", "100mbit", "1gbit"})
+        (what, v, lim, ok), = asr.verdicts(table["unshaped"])
+        self.assertAlmostEqual(v, 1.02)
+        self.assertTrue(ok)
+        (what, v, lim, ok), = asr.verdicts(table["100mbit"])
+        self.assertAlmostEqual(v, 1.30 / 1.20)
+        self.assertFalse(ok)  # 1.08x the one call: missed
+        self.assertEqual(asr.verdicts(table["1gbit"]), [])
+        with tempfile.TemporaryDirectory() as d:
+            doc = os.path.join(d, "auto-speed.md")
+            asr.report(runs, doc=doc, img=os.path.join(d, "a.png"))
+            with open(doc) as f:
+                text = f.read()
+            self.assertIn("missed", text)
+            self.assertIn("| gpt | unshaped | 1.000 | 1.200 | 1.020 |", text)
+            self.assertTrue(os.path.exists(os.path.join(d, "a.png")))
+
+    def test_a_model_missing_a_hook_has_no_row(self):
+        runs = {("resnet18", "none", "unshaped"): summary([1.0] * 4)}
+        self.assertEqual(asr.rows(runs), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
