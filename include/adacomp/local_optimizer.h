@@ -33,8 +33,10 @@
 //     belongs to whoever applies the averaged step.
 //   - Masking: an element is masked when this learner's frame of the step
 //     carries a non-zero value for it (MaskSent: a sparse frame's entries,
-//     never a pass over the tensor). A step sent whole (a dense codec or a
-//     dense warm-up) masks nothing: the caller does not call MaskSent.
+//     never a pass over the tensor). A step sent whole masks nothing: a
+//     frame of a codec that keeps no residue (dense, TernGrad) is not
+//     masked by (MaskSent reads its codec), and a step sent dense by the
+//     caller's choice (a dense warm-up, auto) is not given to MaskSent.
 //   - Clipping is the caller's: it spans tensors (or DDP buckets), so the
 //     gradient handed to Prepare is already clipped.
 //   - Frozen second moment (1-bit Adam): with freeze_second_moment_after =
@@ -106,7 +108,8 @@ class LocalOptimizer {
 
   // SGD: zeroes tensor k's prepared velocity where `frame` (this learner's
   // frame of the prepared step) carries a non-zero value; they count as
-  // masked at Commit. Adam: nothing. FailedPrecondition unless k is
+  // masked at Commit. Adam, or a frame of a codec without residue (dense,
+  // TernGrad): nothing. FailedPrecondition unless k is
   // prepared; the frame's own error (nothing changed) if it does not decode
   // to elements(k) floats.
   Status MaskSent(size_t k, std::span<const uint8_t> frame);

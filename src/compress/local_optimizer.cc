@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "adacomp/codec.h"
 #include "core/byte_io.h"
+#include "wire/format.h"
 
 namespace adacomp {
 namespace {
@@ -179,6 +181,9 @@ Status LocalOptimizer::MaskSent(size_t k, std::span<const uint8_t> frame) {
                                    " has no step in progress to mask");
   }
   if (s_.kind == LocalOptimizerSettings::Kind::kAdam) return Status::OK();
+  // A codec that keeps no residue sent the whole step: nothing to mask.
+  const std::optional<Codec> codec = wire::PeekCodec(frame);
+  if (codec == Codec::kDense || codec == Codec::kTernGrad) return Status::OK();
   Tensor& t = t_[k];
   uint64_t zeroed = 0;
   ADACOMP_RETURN_IF_ERROR(ZeroWhereCarried(frame, t.next_first, &zeroed));

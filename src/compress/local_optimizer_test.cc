@@ -294,6 +294,38 @@ TEST(LocalOptimizer, RefusesWhatItCannotDoAndChangesNothing) {
   EXPECT_EQ(adam->Prepare(0, g, w, 0.1).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A frame of a codec that keeps no residue carried the whole step: SGD masks
+// nothing for it (dense, TernGrad), though its values are non-zero, and masks
+// every carried element of a codec with a residue (onebit: all of them).
+TEST(LocalOptimizer, CodecsWithoutResidueMaskNothing) {
+  const size_t n = 600;
+  std::mt19937 rng(9);
+  const std::vector<float> g = Gradient(rng, n);
+  for (Codec codec : {Codec::kDense, Codec::kTernGrad, Codec::kOneBit}) {
+    SCOPED_TRACE(CodecName(codec));
+    CodecConfig config;
+    config.codec = codec;
+    auto made = Compressor::Create(config, 0, n);
+    ASSERT_TRUE(made.ok());
+    auto lo = Make(Sgd(0.9), {n});
+    auto step = lo->Prepare(0, g);
+    ASSERT_TRUE(step.ok());
+    std::vector<uint8_t> frame;
+    ASSERT_TRUE((*made)->Compress(step.value(), &frame).ok());
+    ASSERT_TRUE(lo->MaskSent(0, frame).ok());
+    lo->Commit();
+    size_t zeros = 0;
+    for (size_t j = 0; j < n; ++j) zeros += lo->first(0)[j] == 0.0f;
+    if (codec == Codec::kOneBit) {
+      EXPECT_EQ(lo->masked(), n);
+      EXPECT_EQ(zeros, n);
+    } else {
+      EXPECT_EQ(lo->masked(), 0u);
+      EXPECT_EQ(zeros, 0u);
+    }
+  }
+}
+
 TEST(LocalOptimizer, SavesAndLoadsAndRefusesWhatDoesNotFit) {
   for (const LocalOptimizerSettings& s : {Sgd(0.9), Adam(0.9, 0.99, 1e-8)}) {
     auto a = Make(s, {3, 2, 4});  // tensor 2 never started

@@ -247,11 +247,10 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     // SGD's masking: the elements this learner's frame carried a value for
-    // (a codec with a residue only; a step sent dense masks nothing).
+    // (MaskSent leaves a codec without residue alone; a step sent dense
+    // masks nothing).
     for (size_t k = 0; k < grad_spans_.size() && !dense_step; ++k) {
       if (!plan_.local[k] || k >= exchange.compressors()) continue;
-      const Codec codec = exchange.compressor(k).config().codec;
-      if (codec == Codec::kDense || codec == Codec::kTernGrad) continue;
       ADACOMP_RETURN_IF_ERROR(local_->MaskSent(k, exchange.frame(k)));
     }
     local_->Commit();

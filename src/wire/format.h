@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -91,6 +92,18 @@ void FinishFrame(std::vector<uint8_t>* out, size_t frame_start);
 // header fields and the parameter block (not the payload).
 Status ParseFrame(std::span<const uint8_t> bytes, const DecodeOptions& options, Header* header,
                   Params* params);
+
+// The codec of the frame at bytes[0] from its fixed header alone (magic,
+// version, codec id; no checksum, nothing else read), or nullopt when those
+// four bytes are not a frame's. For a caller that needs only the codec of a
+// frame it made itself; anything read from a peer goes through ParseFrame.
+inline std::optional<Codec> PeekCodec(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 4 || bytes[0] != kMagic0 || bytes[1] != kMagic1 || bytes[2] != kVersion ||
+      bytes[3] > kMaxCodecId) {
+    return std::nullopt;
+  }
+  return static_cast<Codec>(bytes[3]);
+}
 
 // ---- Shared by the readers and the writers of this folder ----------------
 

@@ -97,7 +97,6 @@ class _LocalOptimizer:
         self.norm_sq = 0.0    # the step's sum of squares so far, when measuring
         self.last_norm = None  # this rank's gradient L2 norm of the last step, measured
         self._index = {}      # parameter name -> its tensor in self.opt
-        self._residue_kept = {}  # name -> whether its compressor keeps a residue
 
     @property
     def steps(self):
@@ -187,16 +186,9 @@ class _LocalOptimizer:
         if whole is not None:
             return whole.compress(step if fold is None else fold(e, step))
         frame = e.compressor.compress(step)
-        if self.masks and self._has_residue(e):
+        if self.masks:  # (the library leaves a codec without residue alone)
             self.opt.mask_sent(self._index[e.name], frame)
         return frame
-
-    def _has_residue(self, e):
-        """Whether e's codec keeps a residue (a codec without one masks nothing)."""
-        has = self._residue_kept.get(e.name)
-        if has is None:
-            has = self._residue_kept[e.name] = len(e.compressor.residue) > 0
-        return has
 
     def end_step(self):
         """The step's measured norm becomes last_norm; the step's clip factor ends."""
