@@ -9,8 +9,11 @@ Added to the script: the DistributedOptimizer line; changed: the checkpoint asks
 for gathered_state_dict() (on every rank) instead of state_dict() (on rank 0),
 since each rank's residues are its own. Checked: the loss falls, the replicas stay
 bit-identical, rank 0 is really given both buckets, and resuming from rank 0's file
-equals the run that never stopped, bit for bit on every rank."""
+equals the run that never stopped, bit for bit on every rank. The same again with
+auto=True in the one call (PopularScriptAutoTest), switching both ways after the
+checkpoint."""
 
+import functools
 import math
 import os
 import unittest
@@ -60,7 +63,14 @@ def get_lr(it, lr=3e-3, warmup=3):
     return 0.1 * lr + 0.45 * lr * (1 + math.cos(math.pi * (it - warmup) / (ITERS - warmup)))
 
 
-def train(rank, outdir, start, stop, resume):
+# auto=True with a choice that cannot depend on this machine's timings (the codec would
+# need under 1 % of dense's time): dense and codec probes, settled on dense at step 5,
+# the codec probed again at steps 8-9 (after the checkpoint), dense again from step 10.
+AUTO = {"auto": True, "auto_options": {"probe_steps": 1, "reprobe_every": 3, "drift": 0.0,
+                                       "probe_cost": 0.0, "margin": 0.99}}
+
+
+def train(rank, outdir, start, stop, resume, auto=False):
     """The script: model, groups, the one call, the loop (from `start` to `stop`)."""
     torch.manual_seed(1337)
     model = TinyGPT()
@@ -70,7 +80,8 @@ def train(rank, outdir, start, stop, resume):
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=3e-3, betas=(0.9, 0.95))
-    optimizer = adacomp.torch.DistributedOptimizer(ddp, optimizer)  # the added line
+    optimizer = adacomp.torch.DistributedOptimizer(ddp, optimizer,  # the added line
+                                                   **(AUTO if auto else {}))
     if resume:
         ckpt = torch.load(os.path.join(outdir, "ckpt.pt"))
         model.load_state_dict(ckpt["model"])
@@ -102,9 +113,9 @@ def train(rank, outdir, start, stop, resume):
     return model, optimizer, losses, buckets, norms
 
 
-def worker(rank, port, outdir):
+def worker(rank, port, outdir, auto=False):
     with gloo_rank(rank, port, WORLD, outdir) as result:
-        model, opt, losses, buckets, norms = train(rank, outdir, 0, ITERS, False)
+        model, opt, losses, buckets, norms = train(rank, outdir, 0, ITERS, False, auto)
         result["norms"] = norms
         result["losses"] = losses
         result["buckets"] = buckets
@@ -113,9 +124,13 @@ def worker(rank, port, outdir):
         result["residues"] = opt.hook.residues()
         result["deferred"] = opt.hook.clip_whole
         torch.distributed.barrier()
-        model2, opt2, _, _, _ = train(rank, outdir, 0, ITERS, True)
+        if auto:
+            result["auto"] = opt.hook.stats()["auto"]
+        model2, opt2, _, _, _ = train(rank, outdir, 0, ITERS, True, auto)
         result["resumed"] = {k: v.clone() for k, v in model2.state_dict().items()}
         result["resumed_residues"] = opt2.hook.residues()
+        if auto:
+            result["resumed_auto"] = opt2.hook.stats()["auto"]
 
 
 class PopularScriptTest(unittest.TestCase):
@@ -146,6 +161,25 @@ class PopularScriptTest(unittest.TestCase):
                 self.assertTrue(torch.equal(v, r["resumed"][k]), f"rank {rank} {k}")
             for k, v in r["residues"].items():
                 self.assertTrue((v == r["resumed_residues"][k]).all(), f"rank {rank} {k}")
+
+
+class PopularScriptAutoTest(PopularScriptTest):
+    """The same script with auto=True in the one call: dense steps (each rank's Adam
+    step with its residue) and codec steps on both sides of the checkpoint; the resumed
+    run makes the same choices and ends bit for bit where the uninterrupted one does."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.results = spawn_world(functools.partial(worker, auto=True), WORLD)
+
+    def test_it_switches_both_ways_after_the_checkpoint(self):
+        for r in self.results:
+            a = r["auto"]
+            self.assertEqual((a["dense_steps"], a["codec_steps"]), (ITERS - 4, 4), a)
+            steps = [c.split(":")[0] for c in a["choices"]]  # (the times they quote vary)
+            self.assertEqual(steps, ["step 5", "step 8", "step 10"], a["choices"])
+            self.assertEqual([c.split(":")[0] for c in r["resumed_auto"]["choices"]], steps)
+            self.assertEqual(r["resumed_auto"]["dense_steps"], a["dense_steps"])
 
 
 if __name__ == "__main__":
