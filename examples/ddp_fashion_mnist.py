@@ -119,9 +119,11 @@ def evaluate(model, x, y, rank, world):
 class Hook:
     """The communication hook in use and how its bytes per step are known."""
 
-    def __init__(self, ddp, model, args, world, local=None):
-        """local: the hook's local-optimizer settings (split_optimizer's kwargs)."""
+    def __init__(self, ddp, model, args, world, local=None, optimizer=None):
+        """local: the hook's local-optimizer settings (split_optimizer's kwargs);
+        optimizer: the script's, which --one-call wraps (self.optimizer, to step)."""
         self.kind = args.hook
+        self.optimizer = optimizer
         self.state = None       # AdaCompState
         self.psgd = None        # PowerSGDState
         nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -134,13 +136,20 @@ class Hook:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            self.state = adt.register(ddp, **kwargs)
+            if args.one_call:
+                self.optimizer = adt.DistributedOptimizer(ddp, optimizer, **kwargs)
+                self.state = self.optimizer.hook
+            else:
+                self.state = adt.register(ddp, **kwargs)
             self.hook_time = 0.0
             time_the_hook(self, self.state)
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
             self.title = (f"AdaComp hook (codec {args.codec}, {mode}" + ramp_title(args)
-                          + local_title(local, args) + ")")
+                          + local_title(local, args)
+                          + (f", one call: {self.optimizer.kind or 'the optimizer'} "
+                             f"{'on each rank' if self.optimizer.local else 'on the average'}"
+                             if args.one_call else "") + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         else:
@@ -195,7 +204,8 @@ def worker(rank, args):
         import adacomp.torch as adt
         # The momentum moves into the hook; opt becomes SGD without it.
         local, opt = adt.split_optimizer(opt)
-    hook = Hook(ddp, model, args, world, local)
+    hook = Hook(ddp, model, args, world, local, opt)
+    opt = hook.optimizer  # --one-call: the DistributedOptimizer (the lr decay sets its groups)
     state = hook.state
     iface = os.environ.get("CLUSTER_IFACE", "")
 
@@ -359,7 +369,8 @@ def worker(rank, args):
                 "step_time_mean_s": mean(all_times), "step_time_median_s": median(all_times),
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
                 "wall_s": wall, "epochs": epochs, "evals": evals,
-                "local_optimizer": bool(local), "ramp_steps": args.ramp_steps,
+                "local_optimizer": bool(local), "one_call": args.one_call,
+                "ramp_steps": args.ramp_steps,
                 "overlap": ("alternate" if args.alternate_overlap else not args.no_overlap)
                 if args.hook == "adacomp" else None,
                 "powersgd_rank": args.powersgd_rank if args.hook == "powersgd" else None,
@@ -453,6 +464,9 @@ def main():
     args = ap.parse_args()
     if (args.no_overlap or args.alternate_overlap) and args.hook != "adacomp":
         ap.error("--no-overlap and --alternate-overlap apply to --hook adacomp only")
+    if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
+        ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
+                 "chooses where the optimizer runs)")
     if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
         ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
     if args.eval_every < 0 or args.ramp_steps < 0:

@@ -41,6 +41,9 @@ DECAY = (4, 6)
 # (experiments/accuracy/notes/diagnosis.md): half their bin size sends each twice as often.
 VARIANTS = (
     ("_fc250", ["--bin-sizes", "fc=250"]),
+    # The one call (adacomp.torch.DistributedOptimizer): the example's SGD with momentum
+    # on each rank, its lr schedule as it is.
+    ("_one", ["--one-call"]),
 )
 
 
