@@ -51,12 +51,23 @@ class AutoSpeedReportTest(unittest.TestCase):
         self.assertEqual(asr.verdicts(table["1gbit"]), [])
         with tempfile.TemporaryDirectory() as d:
             doc = os.path.join(d, "auto-speed.md")
-            asr.report(runs, doc=doc, img=os.path.join(d, "a.png"))
+            asr.report(runs, doc=doc, img=os.path.join(d, "a.png"), rs_runs={})
             with open(doc) as f:
                 text = f.read()
             self.assertIn("missed", text)
             self.assertIn("| gpt | unshaped | 1.000 | 1.200 | 1.020 |", text)
             self.assertTrue(os.path.exists(os.path.join(d, "a.png")))
+
+    def test_the_by_slices_set_needs_no_hook_and_auto_only(self):
+        runs = {("gpt", "none", "unshaped"): summary([1.0] * 10),
+                ("gpt", "adacomp-one-auto", "unshaped"): summary(
+                    [1.3] * 6 + [1.1] * 4, choices=["step 9: auto: codec, 1.1 s a step "
+                                                    "against dense's 1.3 s"])}
+        (r,) = asr.rs_rows(runs)
+        self.assertAlmostEqual(r["auto_settled"], 1.1)
+        self.assertAlmostEqual(r["dense_probe"], 1.3)
+        text = "\n".join(asr.rs_section(runs))
+        self.assertIn("1.300 (1.30x no hook's) | 1.10x |", text)
 
     def test_a_model_missing_a_hook_has_no_row(self):
         runs = {("resnet18", "none", "unshaped"): summary([1.0] * 4)}

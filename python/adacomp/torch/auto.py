@@ -1,5 +1,6 @@
 """auto=True: each step of the hook goes either by the codec or dense (float32
-frames of each rank's gradient plus its residue, the residues then emptied), whichever
+frames of each rank's gradient plus its residue, exchanged by slices as the
+reduce-scatter exchange does, the residues then emptied), whichever
 this run's step times say is faster, decided by the trainer's own rule
 (adacomp/speed_choice.h, bound as _SpeedChooser).
 

@@ -432,7 +432,12 @@ class AdaCompState:
         step = self._open
         step.seen.update(ids)
         ex = _Exchange(self, bucket, self.steps, skipped=step.failed)
-        if ex.world > 1 and self.exchange != "allgather":
+        if ex.world > 1 and self._auto is not None and self._auto.mode == "dense":
+            # auto's dense step by slices (reduce-scatter, then the averaged slices
+            # gathered): each rank sends and receives 2 (P - 1) / P of the bucket, as a
+            # ring all-reduce does, where the all-gather of float32 frames is P - 1 times it.
+            ex.by_slices = True
+        elif ex.world > 1 and self.exchange != "allgather":
             ex.by_slices = (self.exchange == "reduce-scatter"
                             or self._by_slices_next.get(ex.index, False))
         frames, error = [], None
