@@ -65,26 +65,29 @@ class _Auto:
         self.timed = False
         self.folded = {}
 
+    def _take(self, e):
+        """Parameter e's residue for a dense step to send (noted, so that it is emptied
+        when the step is applied), or None when it has none to send."""
+        if id(e) in self.empty:
+            return None
+        r = e.compressor.residue
+        if not len(r):
+            return None
+        self.folded[id(e)] = e
+        return r
+
     def fold(self, e, g):
         """A dense step: parameter e's gradient slice g (float32, in the working copy)
         gets its residue added; the residue is emptied when the step is applied."""
-        if id(e) in self.empty:
-            return
-        r = e.compressor.residue
-        if len(r):
+        r = self._take(e)
+        if r is not None:
             g += r
-            self.folded[id(e)] = e
 
     def fold_copy(self, e, step):
         """As fold(), for a local optimizer's step (which is not to be changed: sgd's is
         its velocity): returns step + the residue, or step itself when there is none."""
-        if id(e) in self.empty:
-            return step
-        r = e.compressor.residue
-        if not len(r):
-            return step
-        self.folded[id(e)] = e
-        return step + r
+        r = self._take(e)
+        return step if r is None else step + r
 
     def commit(self):
         for e in self.folded.values():

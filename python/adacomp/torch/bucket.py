@@ -156,15 +156,15 @@ def _compress(st, ex, arr):
         try:
             # auto's dense step: the residue goes along (auto.py), added to the gradient
             # or, with a local optimizer, to the step
-            fold = st._auto.fold_copy if auto_dense else None
-            if fold is not None and local is None:
+            if auto_dense and local is None:
                 st._auto.fold(e, g)
             if not dense:
                 st._schedule.apply(e, st.steps, st._bin_sizes[e.layer_type])
             if local is None or ex.average_step:
                 frames.append(comp.compress(g))
             else:
-                frames.append(local.compress(e, g, comp if dense else None, fold))
+                frames.append(local.compress(e, g, comp if dense else None,
+                                             st._auto.fold_copy if auto_dense else None))
         except Exception as exc:
             # A non-finite element in this parameter's slice: the message names it.
             return frames, (_non_finite(g, e) or type(exc)(
