@@ -70,8 +70,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # LAYER_TYPES, the types it accepts, are the hook's.
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
-from ddp_hooks import (add_ramp_and_local_args, local_title, ramp_and_local_kwargs,  # noqa: E402
-                       ramp_title, register_torch_hook, time_the_hook)
+from ddp_hooks import (add_ramp_and_local_args, local_title, one_call_title,  # noqa: E402
+                       ramp_and_local_kwargs, ramp_title, register_adacomp, register_torch_hook,
+                       time_the_hook)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -129,27 +130,20 @@ class Hook:
         nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
         ring = 2 * (world - 1) / world
         if self.kind == "adacomp":
-            import adacomp.torch as adt
             kwargs = {"codec": args.codec, "overlap": not args.no_overlap,
                       **ramp_and_local_kwargs(args, local)}
             if args.bin_size:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            if args.one_call:
-                self.optimizer = adt.DistributedOptimizer(ddp, optimizer, **kwargs)
-                self.state = self.optimizer.hook
-            else:
-                self.state = adt.register(ddp, **kwargs)
+            self.optimizer, self.state = register_adacomp(ddp, args, optimizer, kwargs)
             self.hook_time = 0.0
             time_the_hook(self, self.state)
             mode = ("overlap and no overlap on alternate steps" if args.alternate_overlap
                     else "no overlap" if args.no_overlap else "overlap")
             self.title = (f"AdaComp hook (codec {args.codec}, {mode}" + ramp_title(args)
                           + local_title(local, args)
-                          + (f", one call: {self.optimizer.kind or 'the optimizer'} "
-                             f"{'on each rank' if self.optimizer.local else 'on the average'}"
-                             if args.one_call else "") + ")")
+                          + one_call_title(self.optimizer, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, "
                               "to every peer; the hook's transport_bytes)")
         else:

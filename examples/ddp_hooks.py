@@ -113,6 +113,25 @@ def local_title(local, args):
         f", clip {args.local_clip:g} per rank" if args.local_clip else "")
 
 
+def register_adacomp(ddp, args, optimizer, kwargs):
+    """The AdaComp hook on ddp with the AdaCompState settings kwargs: through
+    adacomp.torch.DistributedOptimizer around the script's optimizer with --one-call,
+    else adacomp.torch.register. Returns (the optimizer to step, the state)."""
+    import adacomp.torch as adt
+    if getattr(args, "one_call", False):
+        one = adt.DistributedOptimizer(ddp, optimizer, **kwargs)
+        return one, one.hook
+    return optimizer, adt.register(ddp, **kwargs)
+
+
+def one_call_title(optimizer, args):
+    """The title's words for --one-call: where the optimizer runs."""
+    if not getattr(args, "one_call", False):
+        return ""
+    return (f", one call: {optimizer.kind or 'the optimizer'} "
+            f"{'on each rank' if optimizer.local else 'on the average'}")
+
+
 def add_ramp_and_local_args(g):
     """--ramp-steps, --ramp-start, --ramp-stages and --local-optimizer (every example's)."""
     g.add_argument("--ramp-steps", type=int, default=0,
@@ -204,7 +223,6 @@ class CommHook:
         nparams = sum(p.numel() for p in model.parameters() if p.requires_grad)
         ring = 2 * (world - 1) / world
         if self.kind == "adacomp":
-            import adacomp.torch as adt
             kwargs = {"codec": args.codec, "overlap": not args.no_overlap, "seed": args.seed,
                       "values": args.values, "dense_types": args.dense_types,
                       "exchange": args.exchange, "summed_values": args.summed_values,
@@ -216,11 +234,7 @@ class CommHook:
                 kwargs["bin_size"] = args.bin_size
             if args.bin_sizes:
                 kwargs["bin_sizes"] = args.bin_sizes
-            if getattr(args, "one_call", False):
-                self.optimizer = adt.DistributedOptimizer(ddp, optimizer, **kwargs)
-                self.state = self.optimizer.hook
-            else:
-                self.state = adt.register(ddp, **kwargs)
+            self.optimizer, self.state = register_adacomp(ddp, args, optimizer, kwargs)
             time_the_hook(self, self.state)
             self.title = (f"AdaComp hook (codec {args.codec}, values {args.values}, "
                           f"{'no overlap' if args.no_overlap else 'overlap'}"
@@ -238,9 +252,7 @@ class CommHook:
                              if args.dense_warmup_steps else "")
                           + (", auto" if getattr(args, "auto", False) else "")
                           + local_title(local, args)
-                          + (f", one call: {self.optimizer.kind or 'the optimizer'} "
-                             f"{'on each rank' if self.optimizer.local else 'on the average'}"
-                             if getattr(args, "one_call", False) else "") + ")")
+                          + one_call_title(self.optimizer, args) + ")")
             self.bytes_how = ("bytes this rank handed to isend (frames + 8-byte headers, to "
                               "every peer; the hook's transport_bytes)")
         else:
