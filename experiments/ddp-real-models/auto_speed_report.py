@@ -149,6 +149,7 @@ def ratio(a, b):
 
 def plot(table, path=IMG):
     plt = pyplot()
+    from matplotlib.ticker import FormatStrFormatter
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2))
     for ax, model in zip(axes, MODELS):
         rs = [r for r in table if r["model"] == model]
@@ -164,11 +165,14 @@ def plot(table, path=IMG):
         ax.set_xticks(list(xs))
         ax.set_xticklabels([r["link"] for r in rs])
         ax.set_yscale("log")
-        ax.set_ylabel("seconds per step (log)")
+        # plain numbers on the log axis (not 6 x 10^0)
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.set_ylabel("seconds per step (log scale)")
         ax.set_title(f"{model}, 4 hosts")
         ax.legend(fontsize=7)
-    fig.suptitle("DDP step time: auto against no hook and the one call "
-                 "(the word: the way auto settled on)", fontsize=10)
+    fig.suptitle("DDP step time: auto against no hook and the one call, auto's dense steps "
+                 "an all-gather (the word: the way auto settled on)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
