@@ -1,8 +1,8 @@
-"""auto=True: each step of the hook goes either by the codec or dense (float32
-frames of each rank's gradient plus its residue, exchanged by slices as the
-reduce-scatter exchange does, the residues then emptied), whichever
-this run's step times say is faster, decided by the trainer's own rule
-(adacomp/speed_choice.h, bound as _SpeedChooser).
+"""auto=True: each step of the hook goes either by the codec or dense (each rank's
+gradient plus its residue, all-reduced by the process group as DDP without a hook
+does: dense_sum.py; the residues then emptied), whichever this run's step times say
+is faster, decided by the trainer's own rule (adacomp/speed_choice.h, bound as
+_SpeedChooser).
 
 With a local optimizer (DistributedOptimizer's SGD with momentum, Adam, AdamW) both
 kinds of step send what each rank's optimizer gives, its velocity or its Adam step: a
@@ -77,17 +77,12 @@ class _Auto:
         return r
 
     def fold(self, e, g):
-        """A dense step: parameter e's gradient slice g (float32, in the working copy)
-        gets its residue added; the residue is emptied when the step is applied."""
+        """A dense step: what parameter e sends (g, its gradient or local step, float32,
+        in the working copy) gets its residue added; the residue is emptied when the
+        step is applied."""
         r = self._take(e)
         if r is not None:
             g += r
-
-    def fold_copy(self, e, step):
-        """As fold(), for a local optimizer's step (which is not to be changed: sgd's is
-        its velocity): returns step + the residue, or step itself when there is none."""
-        r = self._take(e)
-        return step if r is None else step + r
 
     def commit(self):
         for e in self.folded.values():

@@ -126,20 +126,15 @@ def _compress(st, ex, arr):
 
     Dense warm-up steps send float32 frames and touch no residue: the gradient, or with
     a local optimizer its local step, except local Adam's, which sends the gradient
-    whose average becomes the Adam step after the exchange (ex.average_step). auto's
-    dense steps send the gradient or the local step with the residue added. Later
-    steps go through each parameter's compressor at the step's bin size, and the local
+    whose average becomes the Adam step after the exchange (ex.average_step). (auto's
+    dense steps do not come here: dense_sum.py.) Later steps go through each parameter's compressor at the step's bin size, and the local
     optimizer if any. Every codec checks its input for non-finite elements before it
     changes anything, so no pass of its own here: a non-finite element fails the
     parameter's compress, and the step's rollback undoes the ones before it."""
     frames = []
-    auto_dense = st._auto is not None and st._auto.mode == "dense"
-    dense = auto_dense or st._schedule.is_dense(st.steps)
+    dense = st._schedule.is_dense(st.steps)
     local = st._local
-    # (local Adam's dense warm-up averages the gradient; auto's dense steps send each
-    # rank's own step, as its codec steps do)
-    ex.average_step = (dense and not auto_dense and local is not None
-                       and local.kind == "adam")
+    ex.average_step = dense and local is not None and local.kind == "adam"
     if local is not None and not ex.average_step:
         local.clip(arr, ex.layout, ex.index)  # (an average_step clips the average instead)
     if not dense:
@@ -154,17 +149,12 @@ def _compress(st, ex, arr):
             ex.stats.append(stats)
             continue
         try:
-            # auto's dense step: the residue goes along (auto.py), added to the gradient
-            # or, with a local optimizer, to the step
-            if auto_dense and local is None:
-                st._auto.fold(e, g)
             if not dense:
                 st._schedule.apply(e, st.steps, st._bin_sizes[e.layer_type])
             if local is None or ex.average_step:
                 frames.append(comp.compress(g))
             else:
-                frames.append(local.compress(e, g, comp if dense else None,
-                                             st._auto.fold_copy if auto_dense else None))
+                frames.append(local.compress(e, g, comp if dense else None))
         except Exception as exc:
             # A non-finite element in this parameter's slice: the message names it.
             return frames, (_non_finite(g, e) or type(exc)(

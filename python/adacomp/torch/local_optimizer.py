@@ -176,15 +176,13 @@ class _LocalOptimizer:
         if ex.work.data_ptr() != ex.buf.data_ptr():  # a float16 / bfloat16 bucket's copy
             ex.buf.copy_(ex.work)
 
-    def compress(self, e, grad, whole=None, fold=None):
+    def compress(self, e, grad, whole=None):
         """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
         a compressor without residue to send the step with instead (the dense warm-up's
-        or auto's float32 one): the whole step is sent, so nothing is masked. ``fold``
-        (auto's dense step, auto.py's fold_copy): what is sent is the step with e's
-        residue added."""
+        float32 one): the whole step is sent, so nothing is masked."""
         step = self.prepare(e, grad)
         if whole is not None:
-            return whole.compress(step if fold is None else fold(e, step))
+            return whole.compress(step)
         frame = e.compressor.compress(step)
         if self.masks:  # (the library leaves a codec without residue alone)
             self.opt.mask_sent(self._index[e.name], frame)

@@ -11,6 +11,7 @@ from torch import nn
 
 from .. import Compressor
 from .auto import _Auto
+from . import dense_sum
 from .checkpoint import _gather, _load, _save
 from .defer import _after_ddp, _Deferred
 from .entry import _Entry, _mix_seed
@@ -432,12 +433,9 @@ class AdaCompState:
         step = self._open
         step.seen.update(ids)
         ex = _Exchange(self, bucket, self.steps, skipped=step.failed)
-        if ex.world > 1 and self._auto is not None and self._auto.mode == "dense":
-            # auto's dense step by slices (reduce-scatter, then the averaged slices
-            # gathered): each rank sends and receives 2 (P - 1) / P of the bucket, as a
-            # ring all-reduce does, where the all-gather of float32 frames is P - 1 times it.
-            ex.by_slices = True
-        elif ex.world > 1 and self.exchange != "allgather":
+        # auto's dense step: the process group's all-reduce (dense_sum.py)
+        ex.dense_sum = self._auto is not None and self._auto.mode == "dense"
+        if ex.world > 1 and self.exchange != "allgather" and not ex.dense_sum:
             ex.by_slices = (self.exchange == "reduce-scatter"
                             or self._by_slices_next.get(ex.index, False))
         frames, error = [], None
@@ -449,8 +447,14 @@ class AdaCompState:
         except Exception as exc:  # still join the exchange: peers fail, not hang
             error = exc
         if error is None and not ex.skipped:
-            frames, error = _compress(self, ex, ex.work.numpy())
+            if ex.dense_sum:
+                error = dense_sum.fill(self, ex, ex.work.numpy())
+            else:
+                frames, error = _compress(self, ex, ex.work.numpy())
         ex.error = error
+        if ex.dense_sum:
+            dense_sum.post(ex)
+            return ex
         if error is not None or ex.skipped:
             ex.payload = None
         elif ex.by_slices:
@@ -477,7 +481,11 @@ class AdaCompState:
         """Waits for the bucket's messages, decodes, settles the step, completes the future."""
         t = time.thread_time()
         try:
-            received = ex.receive()
+            if ex.dense_sum:
+                dense_sum.wait(ex)
+                received = []
+            else:
+                received = ex.receive()
             if ex.by_slices:
                 received = _second_phase(self, ex, received)
             result = self._settle(ex, received, None)
@@ -503,7 +511,9 @@ class AdaCompState:
             # this one travelled.
             skipped = ex.skipped or (step is not None and step.failed)
             failed_ranks = None if received is None else [r for r, h, _ in received if h < 0]
-            if received is not None and not failed_ranks and not skipped:
+            if ex.dense_sum and received is not None and ex.error is not None:
+                failed_ranks = [ex.rank]  # the others see the NaN it sent (dense_sum.py)
+            if received is not None and not failed_ranks and not skipped and not ex.dense_sum:
                 (second or ex).update_bound([h for _, h, _ in received])
             if step is None or skipped:
                 return self._end_bucket(ex, _skipped(index, ex.step, self.step_error))
@@ -512,7 +522,9 @@ class AdaCompState:
                                                             ex.error, failed_ranks))
             fp16 = self.summed_values == "fp16"
             try:
-                if ex.by_slices:
+                if ex.dense_sum:
+                    dense_sum.average(ex, self._step)
+                elif ex.by_slices:
                     _average_slices(ex, received, self._step, fp16)
                 else:
                     _average(ex, received, self._step)
@@ -521,7 +533,7 @@ class AdaCompState:
             if ex.average_step:  # a dense warm-up step of local Adam: its step, in place
                 self._local.average_step(ex)
             self._schedule.record_norms(ex.work, ex.layout)
-            if self.exchange == "auto" and ex.world > 1:
+            if self.exchange == "auto" and ex.world > 1 and not ex.dense_sum:
                 ag, rs = _estimate(ex, fp16)
                 self._by_slices_next[index] = rs < ag
             self.buckets += 1

@@ -38,6 +38,9 @@ class _Exchange:
         # The slot: capacity, receive buffers and tensors are kept per (bucket, phase).
         self.slot = self.index if phase == 0 else (self.index, phase)
         self.by_slices = False  # the reduce-scatter's pieces: payload is a list per rank
+        # auto's dense step: the process group's all-reduce of the bucket (dense_sum.py)
+        self.dense_sum = False
+        self.sum_work = self.sum_tensor = None
         self.step = step
         self.future = torch.futures.Future()
         self.stats = []
