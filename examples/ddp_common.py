@@ -505,6 +505,7 @@ class Run:
                 **({"dense_warmup_steps": a.dense_warmup_steps} if a.dense_warmup_steps else {}),
                 **({"local_clip": a.local_clip} if a.local_clip else {}),
                 **({"one_call": True} if getattr(a, "one_call", False) else {}),
+                **({"no_mask": True} if getattr(a, "no_mask", False) else {}),
                 **({"auto": True} if getattr(a, "auto", False) else {})}
 
     def _load_checkpoint(self):

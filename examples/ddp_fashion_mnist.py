@@ -364,6 +364,7 @@ def worker(rank, args):
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
                 "wall_s": wall, "epochs": epochs, "evals": evals,
                 "local_optimizer": bool(local), "one_call": args.one_call,
+                "local_mask": not args.no_mask,
                 "ramp_steps": args.ramp_steps,
                 "overlap": ("alternate" if args.alternate_overlap else not args.no_overlap)
                 if args.hook == "adacomp" else None,
@@ -461,6 +462,8 @@ def main():
     if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
         ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
                  "chooses where the optimizer runs)")
+    if args.no_mask and not (args.local_optimizer or args.one_call):
+        ap.error("--no-mask goes with --local-optimizer or --one-call")
     if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
         ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
     if args.eval_every < 0 or args.ramp_steps < 0:

@@ -97,6 +97,8 @@ def ramp_and_local_kwargs(args, local):
            "ramp_stages": args.ramp_stages, **(local or {})}
     if local and args.local_clip:
         out["local_clip_norm"] = args.local_clip
+    if getattr(args, "no_mask", False):
+        out["local_mask"] = False
     return out
 
 
@@ -110,7 +112,8 @@ def local_title(local, args):
     if not local:
         return ""
     return f", local {local['local_optimizer']}" + (
-        f", clip {args.local_clip:g} per rank" if args.local_clip else "")
+        f", clip {args.local_clip:g} per rank" if args.local_clip else "") + (
+        ", no mask" if getattr(args, "no_mask", False) else "")
 
 
 def register_adacomp(ddp, args, optimizer, kwargs):
@@ -129,7 +132,8 @@ def one_call_title(optimizer, args):
     if not getattr(args, "one_call", False):
         return ""
     return (f", one call: {optimizer.kind or 'the optimizer'} "
-            f"{'on each rank' if optimizer.local else 'on the average'}")
+            f"{'on each rank' if optimizer.local else 'on the average'}"
+            + (", no mask" if getattr(args, "no_mask", False) else ""))
 
 
 def add_ramp_and_local_args(g):
@@ -148,6 +152,10 @@ def add_ramp_and_local_args(g):
                    help="adacomp hook through adacomp.torch.DistributedOptimizer(ddp, "
                         "optimizer): the one call chooses where the optimizer runs, the "
                         "script's lr schedule and clip (each rank's gradient) stay as they are")
+    g.add_argument("--no-mask", action="store_true",
+                   help="adacomp hook with SGD's velocity on each rank (--local-optimizer or "
+                        "--one-call): leave the velocity of the elements a frame sent as it "
+                        "is (local_mask=False) instead of zeroing it")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "

@@ -44,6 +44,9 @@ VARIANTS = (
     # The one call (adacomp.torch.DistributedOptimizer): the example's SGD with momentum
     # on each rank, its lr schedule as it is.
     ("_one", ["--one-call"]),
+    # The same with SGD's velocity left as it is where a frame sent it (local_mask=False):
+    # each gradient's whole momentum reaches the weights, where masking cuts it short.
+    ("_one_nomask", ["--one-call", "--no-mask"]),
 )
 
 

@@ -122,6 +122,9 @@ HOOKS = {
     # adacomp.torch.DistributedOptimizer, the one call, with the script's own lr, schedule
     # and clip.
     "adacomp-one": ["--hook", "adacomp", "--one-call"],
+    # The one call with SGD's velocity left as it is where a frame sent it (local_mask
+    # False; Adam masks nothing either way).
+    "adacomp-one-nomask": ["--hook", "adacomp", "--one-call", "--no-mask"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -170,7 +173,7 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
-         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto")
+         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask")
 PROCS = 4
 
 

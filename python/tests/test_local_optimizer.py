@@ -70,10 +70,17 @@ class LocalOptimizerTest(OneProcessGroupTest):
         return {n: t.clone() for n, t in st.state_dict()["local_optimizer"][part].items()}
 
     def test_sgd_velocity_and_masking(self):
+        self.check_sgd_velocity(mask=True)
+
+    def test_sgd_velocity_without_masking(self):
+        """local_mask=False: the velocity is the plain recursion, sent or not."""
+        self.check_sgd_velocity(mask=False)
+
+    def check_sgd_velocity(self, mask):
         wd = 0.01
         p = dict(self.model.named_parameters())
         st = adt.AdaCompState(model=self.model, local_optimizer="sgd", momentum=0.9,
-                              local_weight_decay=[([p["fc1.weight"]], wd)])
+                              local_weight_decay=[([p["fc1.weight"]], wd)], local_mask=mask)
         ref = {n: adacomp.Compressor(p[n].numel(), bin_size=st._by_name[n].compressor.bin_size,
                                      tensor_id=st._by_name[n].tensor_id) for n in NAMES}
         u = {n: np.zeros(p[n].numel(), dtype=np.float32) for n in NAMES}
@@ -93,15 +100,19 @@ class LocalOptimizerTest(OneProcessGroupTest):
                 # What the frame carries is what changed the residue (the trainer's test).
                 np.testing.assert_array_equal(sent != 0, ref[n].residue != before + step)
                 np.testing.assert_array_equal(got[n].numpy(), sent, err_msg=f"{n} step {s}")
-                # The elements the frame carries (non-zero after decoding) lose their velocity.
-                u[n] = np.where(sent != 0, np.float32(0), step)
+                # The elements the frame carries (non-zero after decoding) lose their
+                # velocity, unless mask is False.
+                u[n] = np.where(sent != 0, np.float32(0), step) if mask else step
                 if s > 0:
                     self.assertTrue((sent != 0).any(), n)
             vel = self.moments(st)
             for n in NAMES:
                 np.testing.assert_array_equal(vel[n].numpy(), u[n], err_msg=f"{n} step {s}")
         masked = st.state_dict()["local_optimizer"]["masked"]
-        self.assertGreater(masked, 0)
+        if mask:
+            self.assertGreater(masked, 0)
+        else:
+            self.assertEqual(masked, 0)
 
     def test_adam_step_against_float64(self):
         betas, eps = (0.8, 0.9), 1e-6

@@ -89,6 +89,7 @@ class _LocalOptimizer:
             for p in params:
                 self._decay[id(p)] = wd if isinstance(wd, dict) else float(wd)
         self.clip_norm = float(local.clip_norm)
+        self.mask = bool(local.mask)
         self._warned_buckets = False  # clip() said once that the model spans buckets
         # The step's clip factor over every bucket (defer.py: the whole gradient's
         # norm, known before any bucket is compressed), or None: each bucket on its own.
@@ -115,11 +116,11 @@ class _LocalOptimizer:
 
     @property
     def masks(self):
-        return self.kind == "sgd"
+        return self.kind == "sgd" and self.mask
 
     def settings(self):
         if self.kind == "sgd":
-            return {"kind": "sgd", "momentum": self.momentum}
+            return {"kind": "sgd", "momentum": self.momentum, "mask": self.mask}
         out = {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
         if self.freeze_after:
             out["second_moment_frozen_after"] = self.freeze_after

@@ -111,14 +111,16 @@ class LocalSettings:
     """The optimizer's moments on each rank (local_optimizer.py): kind "sgd" or "adam",
     momentum (sgd), betas and eps (adam), weight_decay: [(parameters, decay)] added
     inside SGD's velocity, clip_norm (> 0): each rank's gradient clipped before the
-    moments. Made by split_optimizer() or DistributedOptimizer from a torch
-    optimizer."""
+    moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
+    velocity goes on, and each gradient's whole momentum is sent in time). Made by
+    split_optimizer() or DistributedOptimizer from a torch optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: Optional[list] = None
     clip_norm: float = 0.0
+    mask: bool = True
 
     def __post_init__(self):
         if self.kind not in ("sgd", "adam"):
@@ -127,6 +129,8 @@ class LocalSettings:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (
                 c >= 0 and math.isfinite(c)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {c!r}")
+        if not isinstance(self.mask, bool):
+            raise ValueError(f"local_mask must be True or False, not {self.mask!r}")
         object.__setattr__(self, "betas", tuple(self.betas))
 
 
@@ -170,6 +174,7 @@ class Settings:
         "local_optimizer": ("local", "kind"), "momentum": ("local", "momentum"),
         "betas": ("local", "betas"), "eps": ("local", "eps"),
         "local_weight_decay": ("local", "weight_decay"), "local_clip_norm": ("local", "clip_norm"),
+        "local_mask": ("local", "mask"),
         "auto": ("auto", None), "auto_options": ("auto", "*"),
         "max_failed_steps": ("max_failed_steps", None),
     }
@@ -202,6 +207,8 @@ class Settings:
             if local_args.get("clip_norm"):
                 raise ValueError("local_clip_norm goes with local_optimizer (without it, clip "
                                  "the averaged gradient the hook returns, as without the hook)")
+            if local_args.get("mask") is False:
+                raise ValueError("local_mask goes with local_optimizer 'sgd'")
             local = None
         else:
             start = base.local if base.local is not None else LocalSettings(kind=kind)
@@ -228,7 +235,7 @@ class Settings:
             out.update(local_optimizer=self.local.kind, momentum=self.local.momentum,
                        betas=self.local.betas, eps=self.local.eps,
                        local_weight_decay=self.local.weight_decay,
-                       local_clip_norm=self.local.clip_norm)
+                       local_clip_norm=self.local.clip_norm, local_mask=self.local.mask)
         out["auto"] = self.auto is not None
         if self.auto is not None:
             out["auto_options"] = self.auto.options()
