@@ -51,7 +51,8 @@ class AutoSpeedReportTest(unittest.TestCase):
         self.assertEqual(asr.verdicts(table["1gbit"]), [])
         with tempfile.TemporaryDirectory() as d:
             doc = os.path.join(d, "auto-speed.md")
-            asr.report(runs, doc=doc, img=os.path.join(d, "a.png"), rs_runs={})
+            asr.report(runs, doc=doc, img=os.path.join(d, "a.png"), rs_runs={}, ar_runs={},
+                       repeats={})
             with open(doc) as f:
                 text = f.read()
             self.assertIn("missed", text)
@@ -68,6 +69,38 @@ class AutoSpeedReportTest(unittest.TestCase):
         self.assertAlmostEqual(r["dense_probe"], 1.3)
         text = "\n".join(asr.rs_section(runs))
         self.assertIn("1.300 (1.30x no hook's) | 1.10x |", text)
+
+    def test_the_all_reduce_set_comes_first(self):
+        def one_set(none, auto):
+            out = {}
+            for link in asr.LINKS:
+                out[("gpt", "none", link)] = summary([none] * 10)
+                out[("gpt", "adacomp-one", link)] = summary([1.5] * 10)
+                a = summary([auto] * 10, choices=[f"step 9: auto: dense, {auto} s a step "
+                                                  f"against codec's 2 s"])
+                a["auto"].update(dense_steps=20, codec_steps=4)
+                out[("gpt", "adacomp-one-auto", link)] = a
+            return out
+        with tempfile.TemporaryDirectory() as d:
+            doc = os.path.join(d, "auto-speed.md")
+            rep = {"rep1": {k: v for k, v in one_set(1.0, 1.05).items() if k[2] == "unshaped"},
+                   "rep2": {k: v for k, v in one_set(2.0, 2.02).items() if k[2] == "unshaped"}}
+            asr.report(one_set(1.0, 3.0), doc=doc, img=os.path.join(d, "a.png"), rs_runs={},
+                       ar_runs=one_set(1.0, 1.01), repeats=rep)
+            with open(doc) as f:
+                text = f.read()
+        ar, before = text.index("as torch's all-reduce"), text.index("all-gather (before)")
+        self.assertLess(ar, before)
+        # the all-reduce set's row (1.01x no hook: met) before the all-gather's (3x: missed)
+        self.assertLess(text.index("| gpt | unshaped | 1.000 | 1.500 | 1.010 |"), before)
+        self.assertGreater(text.index("| gpt | unshaped | 1.000 | 1.500 | 3.000 |"), before)
+        self.assertIn("1.01x no hook's) | 20 / 4 | auto settled / no hook 1.01x (at most "
+                      "1.03x: met)", text)
+        self.assertIn("unshaped: gpt dense", text)
+        # the repeats: only the pair they hold, the first set's ratio first; median 1.01
+        self.assertIn("- gpt unshaped: auto settled / no hook 1.010, 1.050, 1.010 (the first "
+                      "from the table above); median 1.010 (at most 1.03: met).", text)
+        self.assertNotIn("gpt 1gbit: auto settled", text)
 
     def test_a_model_missing_a_hook_has_no_row(self):
         runs = {("resnet18", "none", "unshaped"): summary([1.0] * 4)}
