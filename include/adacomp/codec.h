@@ -300,4 +300,10 @@ Status ZeroWhereCarried(std::span<const uint8_t> bytes, std::span<float> dst,
 // Index of the first non-finite value in `values`, or nullopt if all are finite.
 std::optional<size_t> FindNonFinite(std::span<const float> values);
 
+// The sum of the squares of `values`, in double: element i goes to accumulator
+// i % 8, and the eight are added in order at the end, so the result is the same
+// bits on every machine and run (vectorizable, where one accumulator is a chain
+// of dependent adds).
+double SumOfSquares(std::span<const float> values);
+
 }  // namespace adacomp

@@ -540,17 +540,16 @@ PYBIND11_MODULE(_adacomp, m) {
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
         if (!st.ok()) throw py::value_error(st.message());
       });
-  // The L2 norm of a float32 array: a plain loop in double, the same bits on every
-  // rank (the adaptive schedule's input).
+  // The L2 norm of a float32 array (adacomp::SumOfSquares: the same bits on every
+  // rank, the adaptive schedule's input), without the GIL.
   m.def(
       "_l2_norm",
       [](const py::buffer& values) {
         py::buffer_info info = adacomp::RequestFloat32(values, false, "values");
         const size_t n = adacomp::ContiguousElements(info, "values");
-        const float* v = static_cast<const float*>(info.ptr);
-        double sum = 0;
-        for (size_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
-        return std::sqrt(sum);
+        const std::span<const float> v(static_cast<const float*>(info.ptr), n);
+        py::gil_scoped_release release;
+        return std::sqrt(adacomp::SumOfSquares(v));
       },
       py::arg("values"));
   m.def("decompress_add", &adacomp::DecompressAdd, py::arg("frame"), py::arg("out"),

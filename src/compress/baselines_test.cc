@@ -271,6 +271,23 @@ TEST(CompressorTest, FindNonFinite) {
   EXPECT_FALSE(FindNonFinite({}).has_value());
 }
 
+TEST(CompressorTest, SumOfSquaresMatchesEightLanesInDouble) {
+  // A slow reference written out: lane i % 8 in double, the lanes added in order.
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 1000u, 4099u}) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = std::ldexp(static_cast<float>(i % 13) - 6.5f, i % 9);
+    double lane[8] = {};
+    for (size_t i = 0; i < n; ++i)
+      lane[i % 8] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+    const double want =
+        ((((((lane[0] + lane[1]) + lane[2]) + lane[3]) + lane[4]) + lane[5]) + lane[6]) + lane[7];
+    EXPECT_EQ(SumOfSquares(v), want) << n;
+    double plain = 0;
+    for (float x : v) plain += static_cast<double>(x) * x;
+    EXPECT_NEAR(SumOfSquares(v), plain, 1e-12 * std::max(1.0, plain)) << n;
+  }
+}
+
 TEST(CompressorTest, StatsMergeAndRate) {
   CompressStats a, b;
   a.elements = 100;

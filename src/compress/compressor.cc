@@ -139,6 +139,21 @@ Result<std::unique_ptr<Compressor>> Compressor::Create(const CodecConfig& config
   return kFactories[static_cast<size_t>(config.codec)](config, tensor_id, elements);
 }
 
+double SumOfSquares(std::span<const float> values) {
+  constexpr size_t kLanes = 8;
+  double acc[kLanes] = {};
+  const float* v = values.data();
+  const size_t n = values.size();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(v[i + j]) * v[i + j];
+  }
+  for (size_t j = 0; i < n; ++i, ++j) acc[j] += static_cast<double>(v[i]) * v[i];
+  double sum = 0;
+  for (double a : acc) sum += a;
+  return sum;
+}
+
 std::optional<size_t> FindNonFinite(std::span<const float> values) {
   const size_t n = values.size();
   // One vector pass (the largest |v| as bits, AVX2 where the CPU has it)
