@@ -42,6 +42,7 @@ LABELS = {
     "adacomp-local-clip-lr2-l100": "AdaComp, local optimizer, clipped, 2x lr, L_T 100",
     "adacomp-one": "AdaComp, the one call (DistributedOptimizer)",
     "powersgd-r8": "PowerSGD r8", "powersgd-r16": "PowerSGD r16",
+    "adacomp-one-nomask": "AdaComp, the one call, velocity not masked",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -52,7 +53,7 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
-                          "sienna", "chocolate")))
+                          "sienna", "chocolate", "tab:olive")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
