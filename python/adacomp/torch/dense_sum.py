@@ -5,8 +5,9 @@ of the hook's frames.
 Each rank writes what it sends over its bucket (its working copy): the gradient with
 the residue added, or with a local optimizer its step (SGD's velocity, Adam's step)
 with the residue added; a parameter this rank left unused sends zeros and keeps its
-residue. Nothing else is done to it before the all-reduce: no frame, no copy, no pass
-of its own, so the step costs what DDP's own all-reduce costs plus one division.
+residue. Nothing else is done to it before the all-reduce (no frame; a pass only for
+what a local optimizer needs: its step, and the one call's norm of each rank's
+gradient), and after it one pass checks the sum and one divides it.
 
 Failures stay atomic and agreed without a message of their own: a rank that failed
 the bucket (or skips it, its step failed already) all-reduces a bucket of NaN
