@@ -40,7 +40,7 @@ class _Exchange:
         self.by_slices = False  # the reduce-scatter's pieces: payload is a list per rank
         # auto's dense step: the process group's all-reduce of the bucket (dense_sum.py)
         self.dense_sum = False
-        self.sum_work = self.sum_tensor = None
+        self.sum_work = None
         self.step = step
         self.future = torch.futures.Future()
         self.stats = []
