@@ -65,24 +65,16 @@ class _Auto:
         self.timed = False
         self.folded = {}
 
-    def _take(self, e):
-        """Parameter e's residue for a dense step to send (noted, so that it is emptied
-        when the step is applied), or None when it has none to send."""
-        if id(e) in self.empty:
-            return None
-        r = e.compressor.residue
-        if not len(r):
-            return None
-        self.folded[id(e)] = e
-        return r
-
     def fold(self, e, g):
         """A dense step: what parameter e sends (g, its gradient or local step, float32,
-        in the working copy) gets its residue added; the residue is emptied when the
-        step is applied."""
-        r = self._take(e)
-        if r is not None:
+        in the working copy) gets its residue added, and the residue is noted to be
+        emptied when the step is applied (nothing when it has none)."""
+        if id(e) in self.empty:
+            return
+        r = e.compressor.residue
+        if len(r):
             g += r
+            self.folded[id(e)] = e
 
     def commit(self):
         for e in self.folded.values():
