@@ -240,6 +240,8 @@ def accuracy(args):
                 cmd = ([PYTHON, os.path.join(args.examples, m["script"]), "--procs",
                         str(PROCS), "--seed", str(seed)] + m["args"] +
                        hook_args(hook, model) + ["--summary-json", path + ".tmp"])
+                if args.pg_timeout > 0:
+                    cmd[-2:-2] = ["--timeout-s", str(args.pg_timeout)]
                 recorded = shlex.join(["/usr/bin/python3", "examples/" + m["script"]]
                                       + cmd[2:-1] + [os.path.relpath(path, ROOT)])
                 ckdir, resuming = resume_args(args, cmd, model, hook, seed)
@@ -403,6 +405,10 @@ def main():
                     help="accuracy: checkpoint each run at its evaluations under this folder "
                          "(relative to the repository root) and resume a cut-short run from it (not PowerSGD's)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    ap.add_argument("--pg-timeout", type=float, default=0,
+                    help="accuracy: the runs' process-group timeout (--timeout-s; 0: the "
+                         "example's 60 s); more keeps a long run alive through another "
+                         "job's load on a shared machine")
     ap.add_argument("--cluster-name", default="ddpr")
     ap.add_argument("--port", type=int, default=29710)
     ap.add_argument("--examples", default=os.path.join(ROOT, "examples"),

@@ -17,6 +17,11 @@
 // min_settled steps after settling); a re-probe compares the other mode's
 // new median with that recent median.
 //
+// A step's time may come after later steps were decided (the DDP hook
+// agrees on a step's time while the next one runs): each Record() belongs to
+// the oldest decided step without one, counts for the mode that step ran, and
+// is dropped when a probe started or settled since that step was decided.
+//
 // Every learner feeds it the same numbers (the exchange agrees on them) and
 // it is deterministic, so every learner decides the same. Its whole state
 // saves to bytes for checkpoints. One object per learner, used by one
@@ -25,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,10 +68,13 @@ class SpeedChooser {
   // The mode of the step about to run; call once per step that runs (not
   // for a skipped one).
   StepMode Decide();
-  // The agreed seconds of the step last decided (the exchange learns them
-  // one step later); a negative value (no figure) or a second call for the
-  // same step is ignored.
+  // The agreed seconds of the oldest decided step not yet given one (the
+  // trainer's exchange learns them at the next step, before its Decide(); the
+  // hook one step later still); a negative value (no figure) is not counted,
+  // and a call with no such step is ignored. At most kMaxPending steps await
+  // a time: a Decide() beyond that drops the oldest.
   void Record(double seconds);
+  static constexpr size_t kMaxPending = 8;
   // What the last Decide() settled, when it settled something ("" otherwise):
   // the mode chosen and the two median times compared.
   const std::string& note() const { return note_; }
@@ -88,8 +97,13 @@ class SpeedChooser {
   SpeedChoiceOptions o_;
   StepMode mode_ = StepMode::kDense;  // the mode of the last decided step
   bool started_ = false;              // Decide() has been called
-  bool pending_ = false;              // the last decided step awaits its Record()
-  bool pending_timed_ = false;        // ... and is timed (not the first after a switch)
+  struct Pending {
+    StepMode mode;
+    bool timed;      // not the first step after a switch
+    uint32_t phase;  // phase_ when it was decided
+  };
+  std::deque<Pending> pending_;  // decided steps awaiting Record(), oldest first
+  uint32_t phase_ = 0;           // counts probes started and settlements
   bool settled_ = false;              // false: probing
   bool probe_both_ = true;            // this probe times both modes (the first one)
   StepMode probe_first_ = StepMode::kDense;

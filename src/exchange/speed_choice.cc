@@ -20,9 +20,13 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// The saved state: "SPD1", then the fields in SaveState's order
-// (core/byte_io.h; a vector as its uint32 length and its doubles).
-constexpr char kMagic[4] = {'S', 'P', 'D', '1'};
+// The saved state: "SPD2", then the fields in SaveState's order
+// (core/byte_io.h; a vector as its uint32 length and its doubles). "SPD1",
+// written before steps could await their times in a queue, had one awaited
+// step as two bytes (awaited, timed) after `started` and no phase; it still
+// loads.
+constexpr char kMagic[4] = {'S', 'P', 'D', '2'};
+constexpr char kMagicV1[4] = {'S', 'P', 'D', '1'};
 constexpr uint32_t kMaxSamples = 1 << 16;
 
 void PutTimes(ByteWriter& w, const std::vector<double>& v) {
@@ -79,8 +83,8 @@ StepMode SpeedChooser::Decide() {
       StartProbe(Other(mode_), /*both=*/false);
     }
   }
-  pending_ = true;
-  pending_timed_ = run_ > 0;
+  if (pending_.size() >= kMaxPending) pending_.pop_front();
+  pending_.push_back({mode_, run_ > 0, phase_});
   ++run_;
   return mode_;
 }
@@ -98,6 +102,7 @@ int64_t SpeedChooser::ReprobeInterval() const {
 
 void SpeedChooser::StartProbe(StepMode first, bool both) {
   settled_ = false;
+  ++phase_;
   probe_both_ = both;
   probe_first_ = first;
   samples_[0].clear();
@@ -120,6 +125,7 @@ void SpeedChooser::Settle() {
   if (pick != mode_) run_ = 0;
   mode_ = pick;
   settled_ = true;
+  ++phase_;
   since_settle_ = 0;
   settled_ref_ = ref_[Index(pick)];
   recent_.clear();
@@ -128,12 +134,13 @@ void SpeedChooser::Settle() {
 }
 
 void SpeedChooser::Record(double seconds) {
-  if (!pending_) return;
-  pending_ = false;
-  if (!pending_timed_ || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  if (pending_.empty()) return;
+  const Pending step = pending_.front();
+  pending_.pop_front();
+  if (!step.timed || step.phase != phase_ || !(seconds >= 0) || !std::isfinite(seconds)) return;
   if (!settled_) {
-    samples_[Index(mode_)].push_back(seconds);
-  } else {
+    samples_[Index(step.mode)].push_back(seconds);
+  } else {  // (the same phase: the settled mode)
     recent_.push_back(seconds);
     const size_t probe = static_cast<size_t>(std::max(1, o_.probe_steps));
     if (recent_.size() > probe) recent_.erase(recent_.begin());
@@ -145,13 +152,18 @@ std::vector<uint8_t> SpeedChooser::SaveState() const {
   w.bytes.assign(kMagic, kMagic + 4);
   w.Put<uint8_t>(static_cast<uint8_t>(mode_));
   w.Put<uint8_t>(started_);
-  w.Put<uint8_t>(pending_);
-  w.Put<uint8_t>(pending_timed_);
   w.Put<uint8_t>(settled_);
   w.Put<uint8_t>(probe_both_);
   w.Put<uint8_t>(static_cast<uint8_t>(probe_first_));
   w.Put<int64_t>(run_);
   w.Put<int64_t>(since_settle_);
+  w.Put<uint32_t>(phase_);
+  w.Put<uint32_t>(static_cast<uint32_t>(pending_.size()));
+  for (const Pending& p : pending_) {
+    w.Put<uint8_t>(static_cast<uint8_t>(p.mode));
+    w.Put<uint8_t>(p.timed);
+    w.Put<uint32_t>(p.phase);
+  }
   PutTimes(w, samples_[0]);
   PutTimes(w, samples_[1]);
   PutTimes(w, recent_);
@@ -162,32 +174,58 @@ std::vector<uint8_t> SpeedChooser::SaveState() const {
 }
 
 Status SpeedChooser::LoadState(std::span<const uint8_t> bytes) {
-  if (bytes.size() < 4 || std::memcmp(bytes.data(), kMagic, 4) != 0) {
-    return Status::InvalidArgument("not a saved auto-codec state (no SPD1 mark)");
+  const bool v1 = bytes.size() >= 4 && std::memcmp(bytes.data(), kMagicV1, 4) == 0;
+  if (!v1 && (bytes.size() < 4 || std::memcmp(bytes.data(), kMagic, 4) != 0)) {
+    return Status::InvalidArgument("not a saved auto-codec state (no SPD2 or SPD1 mark)");
   }
   ByteReader r(bytes.subspan(4), "a saved auto-codec state");
   SpeedChooser n(o_);
-  uint8_t mode = 0, started = 0, pending = 0, timed = 0, settled = 0, both = 0, first = 0;
-  for (uint8_t* b : {&mode, &started, &pending, &timed, &settled, &both, &first}) {
-    ADACOMP_RETURN_IF_ERROR(r.Get(b));
+  uint8_t mode = 0, started = 0, settled = 0, both = 0, first = 0;
+  uint8_t pending = 0, timed = 0;  // SPD1's one awaited step
+  bool bad = false;
+  if (v1) {
+    for (uint8_t* b : {&mode, &started, &pending, &timed, &settled, &both, &first}) {
+      ADACOMP_RETURN_IF_ERROR(r.Get(b));
+    }
+  } else {
+    for (uint8_t* b : {&mode, &started, &settled, &both, &first}) ADACOMP_RETURN_IF_ERROR(r.Get(b));
   }
   ADACOMP_RETURN_IF_ERROR(r.Get(&n.run_));
   ADACOMP_RETURN_IF_ERROR(r.Get(&n.since_settle_));
-  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[0]));
-  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[1]));
-  ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.recent_));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[0]));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[1]));
-  ADACOMP_RETURN_IF_ERROR(r.Get(&n.settled_ref_));
-  if (!r.AtEnd() || mode > 1 || first > 1 || n.run_ < 0 || n.since_settle_ < 0) {
+  if (v1) {
+    if (pending)
+      n.pending_.push_back(
+          {mode > 1 ? StepMode::kDense : static_cast<StepMode>(mode), timed != 0, 0});
+  } else {
+    uint32_t count = 0;
+    ADACOMP_RETURN_IF_ERROR(r.Get(&n.phase_));
+    ADACOMP_RETURN_IF_ERROR(r.Get(&count));
+    if (count > kMaxPending) bad = true;
+    for (uint32_t k = 0; k < count && !bad; ++k) {
+      uint8_t m = 0, t = 0;
+      uint32_t phase = 0;
+      ADACOMP_RETURN_IF_ERROR(r.Get(&m));
+      ADACOMP_RETURN_IF_ERROR(r.Get(&t));
+      ADACOMP_RETURN_IF_ERROR(r.Get(&phase));
+      bad = m > 1 || t > 1;
+      n.pending_.push_back({static_cast<StepMode>(m), t != 0, phase});
+    }
+  }
+  if (!bad) {
+    ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[0]));
+    ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.samples_[1]));
+    ADACOMP_RETURN_IF_ERROR(GetTimes(r, &n.recent_));
+    ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[0]));
+    ADACOMP_RETURN_IF_ERROR(r.Get(&n.ref_[1]));
+    ADACOMP_RETURN_IF_ERROR(r.Get(&n.settled_ref_));
+  }
+  if (bad || !r.AtEnd() || mode > 1 || first > 1 || n.run_ < 0 || n.since_settle_ < 0) {
     return Status::Corruption("a saved auto-codec state of " + std::to_string(bytes.size()) +
                               " bytes does not read back whole");
   }
   n.mode_ = static_cast<StepMode>(mode);
   n.probe_first_ = static_cast<StepMode>(first);
   n.started_ = started != 0;
-  n.pending_ = pending != 0;
-  n.pending_timed_ = timed != 0;
   n.settled_ = settled != 0;
   n.probe_both_ = both != 0;
   *this = std::move(n);

@@ -28,6 +28,18 @@ std::vector<StepMode> Drive(SpeedChooser& c, int steps, F times,
   return modes;
 }
 
+// As Drive, but each step's time comes after the next step was decided (the
+// DDP hook's order: Decide(s), then Record(s - 1)).
+template <typename F>
+std::vector<StepMode> DriveLagged(SpeedChooser& c, int steps, F times) {
+  std::vector<StepMode> modes;
+  for (int s = 0; s < steps; ++s) {
+    modes.push_back(c.Decide());
+    if (s > 0) c.Record(times(modes[s - 1], s - 1));
+  }
+  return modes;
+}
+
 std::string Letters(const std::vector<StepMode>& modes) {
   std::string s;
   for (StepMode m : modes) s += m == D ? 'D' : 'C';
@@ -213,6 +225,88 @@ TEST(SpeedChooser, ABadStateIsRefusedAndChangesNothing) {
   bad[4] = 7;  // no such mode
   EXPECT_EQ(c.LoadState(bad).code(), StatusCode::kCorruption);
   EXPECT_EQ(c.SaveState(), before);
+}
+
+TEST(SpeedChooser, ATimeThatComesAStepLateCountsForTheModeItsStepRan) {
+  SpeedChoiceOptions o;
+  o.probe_steps = 1;
+  o.reprobe_every = 0;
+  o.drift = 0;
+  SpeedChooser c(o);
+  // Dense's one timed step (1) is known at step 3 and the codec probed from
+  // there; the last dense step's time (2) comes after the switch and still
+  // counts for dense; the codec's untimed step 3, timed step 4; settled at 6.
+  EXPECT_EQ(Letters(DriveLagged(c, 9, [](StepMode m, int) { return m == D ? 1.0 : 2.0; })),
+            "DDDCCCDDD");
+  EXPECT_DOUBLE_EQ(c.dense_seconds(), 1.0);
+  EXPECT_DOUBLE_EQ(c.codec_seconds(), 2.0);  // no dense time counted for the codec
+  // A time of a step decided before the probe settled is dropped: the codec
+  // probe's last time (3) would otherwise count among settled dense's recent
+  // times, 3x its 1, and dense (min_settled 0) would probe the codec again.
+  o.drift = 0.3;
+  o.min_settled = 0;
+  SpeedChooser d(o);
+  EXPECT_EQ(Letters(DriveLagged(d, 12, [](StepMode m, int) { return m == D ? 1.0 : 3.0; })),
+            "DDDCCCDDDDDD");
+}
+
+TEST(SpeedChooser, ALaggedSavedStateDecidesAsTheUninterruptedOne) {
+  SpeedChoiceOptions o;
+  o.reprobe_every = 7;
+  o.probe_cost = 0;
+  auto times = [](StepMode m, int s) { return (m == D ? 1.0 : 0.6) + 0.01 * (s % 3); };
+  for (int cut : {1, 4, 6, 11, 17}) {
+    SpeedChooser whole(o), first(o), second(o);
+    const auto all = DriveLagged(whole, 30, times);
+    auto a = DriveLagged(first, cut, times);
+    const std::vector<uint8_t> saved = first.SaveState();  // step cut - 1 awaits its time
+    ASSERT_TRUE(second.LoadState(saved).ok());
+    EXPECT_EQ(second.SaveState(), saved);
+    std::vector<StepMode> b;
+    for (int s = cut; s < 30; ++s) {
+      b.push_back(second.Decide());
+      second.Record(times(s == cut ? a.back() : b[s - cut - 1], s - 1));
+    }
+    a.insert(a.end(), b.begin(), b.end());
+    EXPECT_EQ(Letters(a), Letters(all)) << "cut at " << cut;
+  }
+}
+
+TEST(SpeedChooser, AStateSavedBeforeTheQueueStillLoads) {
+  // "SPD1": mode codec, started, one timed step awaited, settled, both, first
+  // dense; run 4, since_settle 2; no samples; recent [0.5]; medians 1 and 0.5.
+  std::vector<uint8_t> v1 = {'S', 'P', 'D', '1', 1, 1, 1, 1, 1, 1, 0};
+  auto put = [&v1](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    v1.insert(v1.end(), b, b + n);
+  };
+  const int64_t run = 4, since = 2;
+  const uint32_t none = 0, one = 1;
+  const double half = 0.5, whole = 1.0;
+  put(&run, 8);
+  put(&since, 8);
+  put(&none, 4);
+  put(&none, 4);
+  put(&one, 4);
+  put(&half, 8);
+  put(&whole, 8);
+  put(&half, 8);
+  put(&half, 8);
+  SpeedChoiceOptions o;
+  SpeedChooser c(o);
+  ASSERT_TRUE(c.LoadState(v1).ok());
+  EXPECT_TRUE(c.settled());
+  EXPECT_DOUBLE_EQ(c.dense_seconds(), 1.0);
+  EXPECT_DOUBLE_EQ(c.codec_seconds(), 0.5);
+  c.Record(0.5);  // the awaited step
+  EXPECT_EQ(c.Decide(), C);
+  const std::vector<uint8_t> v2 = c.SaveState();
+  EXPECT_EQ(std::string(v2.begin(), v2.begin() + 4), "SPD2");
+  SpeedChooser d(o);
+  EXPECT_TRUE(d.LoadState(v2).ok());
+  v1.pop_back();
+  EXPECT_EQ(d.LoadState(v1).code(), StatusCode::kCorruption);
+  EXPECT_EQ(d.SaveState(), v2);
 }
 
 TEST(SpeedChooser, OptionsAreValidated) {

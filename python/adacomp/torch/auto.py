@@ -12,9 +12,14 @@ gradient); a codec step compresses it and masks as always.
 
 A step's time is the interval from its first bucket to the next step's first bucket:
 the whole iteration (forward, backward, the exchange and what it hides, the
-optimizer). At each step's first bucket every rank all-gathers its time of the step
-before (8 bytes), and all of them feed the chooser the fastest rank's, so every rank
-makes the same choice. A dense step's residues are emptied only when the step is
+optimizer). At each step's first bucket every rank posts its time of the step before
+to an all-gather (8 bytes, async: no rank waits there for the others, as DDP's own
+all-reduce does not), and reads it at the next step's first bucket, when that step's
+buckets, posted after it, have been reduced everywhere. All ranks feed the chooser
+the fastest rank's time, one step late (speed_choice.h counts it for the mode that
+step ran), so every rank makes the same choice. A checkpoint keeps the agreed time
+not yet fed; the time of the step in flight at the save is lost on a resume (its
+start is not saved), as a skipped step's is. A dense step's residues are emptied only when the step is
 applied (_commit_step); a failed step leaves them whole. A parameter this step left
 unused (track_usage) sends an empty frame and keeps its residue."""
 
@@ -33,6 +38,10 @@ class _Auto:
         self.options = opts
         self.mode = "codec"
         self.started = None     # perf_counter at the current step's first bucket
+        # The last step's time as posted at this step's start: (all_gather work, its
+        # outputs), or a float once read (and with one rank), or None.
+        self.agreeing = None
+        self.decided = False    # a step was decided (this run or the saved one)
         self.timed = False      # the last step was applied (its time counts)
         self.folded = {}        # id(entry) -> entry: residues a dense step sent
         # id(entry) of residues a dense step emptied and no compression has filled
@@ -44,26 +53,43 @@ class _Auto:
         self.note = ""
 
     def begin(self, state, step):
-        """At a step's first bucket (under the state's lock): agree on the last step's
-        time, and choose this step's mode."""
+        """At a step's first bucket (under the state's lock): record the agreed time of
+        the step before last, post this rank's time of the last step, and choose this
+        step's mode."""
         now = time.perf_counter()
         mine = now - self.started if self.started is not None and self.timed else -1.0
-        world = state._world()
-        if world > 1:
+        if self.agreeing is not None:
+            self.chooser.record(self._agreed())
+            self.agreeing = None
+        # (the run's first step: no step before it awaits a time)
+        if self.decided and state._world() > 1:
             t = torch.tensor([mine], dtype=torch.float64)
-            out = [torch.empty(1, dtype=torch.float64) for _ in range(world)]
-            dist.all_gather(out, t, group=state.process_group)
-            times = [float(o[0]) for o in out]
-        else:
-            times = [mine]
-        self.chooser.record(min(times) if all(x >= 0 for x in times) else -1.0)
+            out = [torch.empty(1, dtype=torch.float64) for _ in range(state._world())]
+            work = dist.all_gather(out, t, group=state.process_group, async_op=True)
+            self.agreeing = (work, out)
+        elif self.decided:
+            self.agreeing = mine
         self.mode = self.chooser.decide()
+        self.decided = True
         self.note = self.chooser.note
         if self.note:
             self.choices.append(f"step {step + 1}: {self.note}")
         self.started = now
         self.timed = False
         self.folded = {}
+
+    def _agreed(self):
+        """The step time posted at the last step's start, agreed: the fastest rank's,
+        or -1 (not counted) where a rank has none. Its all-gather was posted before
+        that step's buckets, which every rank has since reduced: waiting costs nothing."""
+        if isinstance(self.agreeing, float):
+            times = [self.agreeing]
+        else:
+            work, out = self.agreeing
+            work.wait()
+            times = [float(o[0]) for o in out]
+        self.agreeing = min(times) if all(x >= 0 for x in times) else -1.0
+        return self.agreeing
 
     def fold(self, e, g):
         """A dense step: what parameter e sends (g, its gradient or local step, float32,
@@ -94,7 +120,9 @@ class _Auto:
         self.timed = False
 
     def save(self):
-        return {"chooser": self.chooser.save_state(), "dense_steps": self.dense_steps,
+        agreed = self._agreed() if self.agreeing is not None else None
+        return {"chooser": self.chooser.save_state(), "agreed": agreed, "decided": self.decided,
+                "dense_steps": self.dense_steps,
                 "codec_steps": self.codec_steps, "choices": list(self.choices)}
 
     def check(self, saved):
@@ -108,4 +136,7 @@ class _Auto:
         self.dense_steps = int(saved["dense_steps"])
         self.codec_steps = int(saved["codec_steps"])
         self.choices = list(saved["choices"])
+        agreed = saved.get("agreed")  # (states saved before the lag have none)
+        self.agreeing = None if agreed is None else float(agreed)
+        self.decided = bool(saved.get("decided", self.dense_steps + self.codec_steps > 0))
         self.started, self.timed, self.folded, self.empty = None, False, {}, set()
