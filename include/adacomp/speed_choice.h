@@ -104,8 +104,8 @@ class SpeedChooser {
   };
   std::deque<Pending> pending_;  // decided steps awaiting Record(), oldest first
   uint32_t phase_ = 0;           // counts probes started and settlements
-  bool settled_ = false;              // false: probing
-  bool probe_both_ = true;            // this probe times both modes (the first one)
+  bool settled_ = false;         // false: probing
+  bool probe_both_ = true;       // this probe times both modes (the first one)
   StepMode probe_first_ = StepMode::kDense;
   int64_t run_ = 0;                 // steps decided in mode_ since the last switch
   int64_t since_settle_ = 0;        // steps decided since settling
