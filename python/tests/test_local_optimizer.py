@@ -26,10 +26,13 @@ STEPS = 3
 NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "conv.bias")
 
 
-def adam_reference(grads, betas, eps, freeze_after=0):
+def adam_reference(grads, betas, eps, freeze_after=0, ranks=1):
     """Adam's step of every step and parameter in float64 ([{name: step}] per step);
     freeze_after > 0: the second moment stops changing after that many steps, and its
-    bias correction stays that of its last update (1-bit Adam)."""
+    bias correction stays that of its last update (1-bit Adam); ranks > 1: the step
+    divides by the second moment of the average of that many ranks' gradients as
+    local_second_moment="average" estimates it (v_hat less (1 - 1/ranks) of its excess
+    over m_hat^2)."""
     m = {n: 0.0 for n in NAMES}
     v = {n: 0.0 for n in NAMES}
     out = []
@@ -41,8 +44,11 @@ def adam_reference(grads, betas, eps, freeze_after=0):
             if not freeze_after or s < freeze_after:
                 v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
             t_v = min(s + 1, freeze_after) if freeze_after else s + 1
-            d[n] = (m[n] / (1 - betas[0] ** (s + 1))) / ((v[n] / (1 - betas[1] ** t_v)).sqrt()
-                                                        + eps)
+            m_hat, v_hat = m[n] / (1 - betas[0] ** (s + 1)), v[n] / (1 - betas[1] ** t_v)
+            excess = v_hat - m_hat * m_hat
+            if ranks > 1:
+                v_hat = torch.where(excess > 0, v_hat - (1 - 1 / ranks) * excess, v_hat)
+            d[n] = m_hat / (v_hat.sqrt() + eps)
         out.append(d)
     return out
 
@@ -123,6 +129,34 @@ class LocalOptimizerTest(OneProcessGroupTest):
             for n in NAMES:
                 torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
         self.assertEqual(st.state_dict()["local_optimizer"]["steps"], STEPS)
+
+    def test_adam_with_the_averages_second_moment(self):
+        """local_second_moment="average" reaches the library with the group's size (4
+        here, faked: this test's group has one rank); with one rank it changes nothing."""
+        import sys
+        state_module = sys.modules["adacomp.torch.state"]
+        betas, eps = (0.8, 0.9), 1e-6
+        kwargs = dict(model=self.model, codec="dense", local_optimizer="adam", betas=betas,
+                      eps=eps, local_second_moment="average")
+        real = state_module._world_of
+        state_module._world_of = lambda group: 4
+        try:
+            st = adt.AdaCompState(**kwargs)
+        finally:
+            state_module._world_of = real
+        changed = False
+        for s, (want, own) in enumerate(zip(adam_reference(self.grads, betas, eps, ranks=4),
+                                            adam_reference(self.grads, betas, eps))):
+            got = self.run_step(st, s)
+            for n in NAMES:
+                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
+                changed |= not torch.allclose(want[n], own[n], rtol=1e-3)
+        self.assertTrue(changed)  # (the steps tell the two apart)
+        one = adt.AdaCompState(**kwargs)  # one rank: its own second moment is the average's
+        for s, want in enumerate(adam_reference(self.grads, betas, eps)):
+            got = self.run_step(one, s)
+            for n in NAMES:
+                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
 
     def train_through_hook(self, make_opt, codec="dense"):
         """Trains a copy of the model STEPS steps on the fixed gradients through the hook

@@ -35,6 +35,7 @@ void MomentumLoop(size_t n, const float* __restrict u0, const float* __restrict 
 
 struct AdamConstants {
   float b1, c1, b2, c2, bc1, bc2, eps;
+  float shrink;  // 1 - 1/n for the second moment of n learners' average; 0: this learner's
 };
 
 // Adam's moments and step; m0 and v0 null: no moments yet (zero). frozen:
@@ -48,6 +49,23 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
       const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
       m[i] = mi;
       d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
+    }
+    return;
+  }
+  if (k.shrink > 0) {
+    // The second moment of the average of n learners' gradients, estimated from
+    // this learner's moments: v_hat's excess over m_hat^2 is the batch noise's
+    // share, which the average has 1/n of.
+    const float shrink = k.shrink;
+    for (size_t i = 0; i < n; ++i) {
+      const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
+      const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
+      m[i] = mi;
+      v[i] = vi;
+      const float mh = mi / bc1, vh = vi / bc2;
+      const float excess = vh - mh * mh;
+      const float ve = excess > 0.0f ? vh - shrink * excess : vh;
+      d[i] = mh / (std::sqrt(ve) + e);
     }
     return;
   }
@@ -79,6 +97,14 @@ Status LocalOptimizerSettings::Validate() const {
       return Status::InvalidArgument("local optimizer: eps must be finite and > 0, not " +
                                      std::to_string(eps));
     }
+  }
+  if (second_moment_of < 1) {
+    return Status::InvalidArgument("local optimizer: second_moment_of must be >= 1, not " +
+                                   std::to_string(second_moment_of));
+  }
+  if (second_moment_of > 1 && kind != Kind::kAdam) {
+    return Status::InvalidArgument(
+        "local optimizer: only adam has a second moment (second_moment_of)");
   }
   if (freeze_second_moment_after < 0) {
     return Status::InvalidArgument("local optimizer: freeze_second_moment_after must be >= 0");
@@ -161,13 +187,17 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
   const bool frozen = frozen_after > 0 && steps_ >= frozen_after && t.steps > 0;
   const double step = static_cast<double>(t.steps + 1);
   const double t_v = static_cast<double>(frozen ? t.second_steps : t.second_steps + 1);
-  const AdamConstants c{static_cast<float>(s_.beta1),
-                        static_cast<float>(1.0 - s_.beta1),
-                        static_cast<float>(s_.beta2),
-                        static_cast<float>(1.0 - s_.beta2),
-                        static_cast<float>(1.0 - std::pow(s_.beta1, step)),
-                        static_cast<float>(1.0 - std::pow(s_.beta2, t_v)),
-                        static_cast<float>(s_.eps)};
+  const AdamConstants c{
+      static_cast<float>(s_.beta1),
+      static_cast<float>(1.0 - s_.beta1),
+      static_cast<float>(s_.beta2),
+      static_cast<float>(1.0 - s_.beta2),
+      static_cast<float>(1.0 - std::pow(s_.beta1, step)),
+      static_cast<float>(1.0 - std::pow(s_.beta2, t_v)),
+      static_cast<float>(s_.eps),
+      s_.second_moment_of > 1
+          ? static_cast<float>(1.0 - 1.0 / static_cast<double>(s_.second_moment_of))
+          : 0.0f};
   const bool started = t.steps > 0;
   AdamLoop(c, n, started ? t.first.data() : nullptr, started ? t.second.data() : nullptr, g, frozen,
            t.next_first.data(), t.next_second.data(), t.step.data());
