@@ -52,7 +52,7 @@ class AutoSpeedReportTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             doc = os.path.join(d, "auto-speed.md")
             asr.report(runs, doc=doc, img=os.path.join(d, "a.png"), rs_runs={}, ar_runs={},
-                       repeats={})
+                       repeats={}, nowait={})
             with open(doc) as f:
                 text = f.read()
             self.assertIn("missed", text)
@@ -85,8 +85,12 @@ class AutoSpeedReportTest(unittest.TestCase):
             doc = os.path.join(d, "auto-speed.md")
             rep = {"rep1": {k: v for k, v in one_set(1.0, 1.05).items() if k[2] == "unshaped"},
                    "rep2": {k: v for k, v in one_set(2.0, 2.02).items() if k[2] == "unshaped"}}
+            nowait = {"rep1": {k: v for k, v in one_set(1.0, 1.02).items()
+                               if k[2] == "unshaped"},
+                      "rep2": {k: v for k, v in one_set(2.0, 2.1).items()
+                               if k[2] == "unshaped"}}
             asr.report(one_set(1.0, 3.0), doc=doc, img=os.path.join(d, "a.png"), rs_runs={},
-                       ar_runs=one_set(1.0, 1.01), repeats=rep)
+                       ar_runs=one_set(1.0, 1.01), repeats=rep, nowait=nowait)
             with open(doc) as f:
                 text = f.read()
         ar, before = text.index("as torch's all-reduce"), text.index("all-gather (before)")
@@ -101,6 +105,11 @@ class AutoSpeedReportTest(unittest.TestCase):
         self.assertIn("- gpt unshaped: auto settled / no hook 1.010, 1.050, 1.010 (the first "
                       "from the table above); median 1.010 (at most 1.03: met).", text)
         self.assertNotIn("gpt 1gbit: auto settled", text)
+        # the sets after the agreement stopped waiting: their own section, median 1.035
+        self.assertLess(text.index("median 1.010 (at most 1.03: met)"),
+                        text.index("## After the ranks stopped waiting"))
+        self.assertIn("- gpt unshaped: auto settled / no hook 1.020, 1.050; median 1.035 (at "
+                      "most 1.03: missed).", text)
 
     def test_a_model_missing_a_hook_has_no_row(self):
         runs = {("resnet18", "none", "unshaped"): summary([1.0] * 4)}
