@@ -51,11 +51,15 @@
 //     one learner's batch noise), where a learner's own v_hat estimates
 //     mu^2 + sigma^2; where noise dominates, the mean of the learners' steps
 //     is up to sqrt(n) times smaller than Adam's on the average (a smaller
-//     learning rate in effect). With this setting the step divides by
-//     v_e = v_hat - (1 - 1/n) (v_hat - m_hat^2) where v_hat > m_hat^2 (the
-//     excess over m_hat^2 taken as the noise's share), else v_hat; the
-//     moments stored are Adam's own. Its arithmetic: m_hat = m / bc1, v_hat
-//     = v / bc2, the excess, v_e, then m_hat / (sqrt(v_e) + eps), in float32.
+//     learning rate in effect). With this setting each tensor's step is
+//     scaled by sqrt(S / (S - (1 - 1/n) X)), S the tensor's summed v_hat and
+//     X its summed excess of v_hat over m_hat^2 (taken as the noise's share),
+//     in double, the scale rounded to float32: between 1 and sqrt(n), one per
+//     tensor and step, so the compressor sees the tensor's elements in the
+//     same proportions as without it. (Dividing each element by its own
+//     estimate instead amplified the noisiest elements, which then filled
+//     the frames: on the GPT it trained worse than no estimate.) The moments
+//     stored are Adam's own.
 //
 // A step commits nothing until Commit(): Prepare() writes the next moments
 // beside the current ones, so a step dropped (a NaN anywhere, a failed

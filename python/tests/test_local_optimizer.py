@@ -29,10 +29,10 @@ NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "con
 def adam_reference(grads, betas, eps, freeze_after=0, ranks=1):
     """Adam's step of every step and parameter in float64 ([{name: step}] per step);
     freeze_after > 0: the second moment stops changing after that many steps, and its
-    bias correction stays that of its last update (1-bit Adam); ranks > 1: the step
-    divides by the second moment of the average of that many ranks' gradients as
-    local_second_moment="average" estimates it (v_hat less (1 - 1/ranks) of its excess
-    over m_hat^2)."""
+    bias correction stays that of its last update (1-bit Adam); ranks > 1: each
+    parameter's step times sqrt(S / (S - (1 - 1/ranks) X)), S its summed v_hat and X
+    its summed excess of v_hat over m_hat^2, as local_second_moment="average" scales
+    it."""
     m = {n: 0.0 for n in NAMES}
     v = {n: 0.0 for n in NAMES}
     out = []
@@ -45,10 +45,11 @@ def adam_reference(grads, betas, eps, freeze_after=0, ranks=1):
                 v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
             t_v = min(s + 1, freeze_after) if freeze_after else s + 1
             m_hat, v_hat = m[n] / (1 - betas[0] ** (s + 1)), v[n] / (1 - betas[1] ** t_v)
-            excess = v_hat - m_hat * m_hat
-            if ranks > 1:
-                v_hat = torch.where(excess > 0, v_hat - (1 - 1 / ranks) * excess, v_hat)
             d[n] = m_hat / (v_hat.sqrt() + eps)
+            if ranks > 1:
+                total, excess = v_hat.sum(), (v_hat - m_hat * m_hat).clamp(min=0).sum()
+                if excess > 0:
+                    d[n] = d[n] * (total / (total - (1 - 1 / ranks) * excess)).sqrt()
         out.append(d)
     return out
 

@@ -3,6 +3,7 @@
 // (CMakeLists.txt): every operation is rounded on its own, as written.
 #include "adacomp/local_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -38,6 +39,25 @@ struct AdamConstants {
   float shrink;  // 1 - 1/n for the second moment of n learners' average; 0: this learner's
 };
 
+// The second moment of the average of n learners' gradients, as a scale of
+// the whole tensor's step: the tensor's summed v_hat against the same less
+// (1 - 1/n) of its summed excess over m_hat^2 (the batch noise's share, of
+// which the average has 1/n), in double; d is multiplied by the square root
+// of their ratio, rounded to float32 (1 when nothing is in excess).
+void ScaleToTheAverage(const AdamConstants& k, size_t n, const float* __restrict m,
+                       const float* __restrict v, float* __restrict d) {
+  double sum_v = 0, sum_excess = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double mh = static_cast<double>(m[i]) / k.bc1, vh = static_cast<double>(v[i]) / k.bc2;
+    sum_v += vh;
+    sum_excess += std::max(vh - mh * mh, 0.0);
+  }
+  const double left = sum_v - k.shrink * sum_excess;
+  if (!(left > 0) || !(sum_excess > 0)) return;
+  const float scale = static_cast<float>(std::sqrt(sum_v / left));
+  for (size_t i = 0; i < n; ++i) d[i] *= scale;
+}
+
 // Adam's moments and step; m0 and v0 null: no moments yet (zero). frozen:
 // v0 is the second moment as it stays, v is not written.
 void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
@@ -52,23 +72,6 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
     }
     return;
   }
-  if (k.shrink > 0) {
-    // The second moment of the average of n learners' gradients, estimated from
-    // this learner's moments: v_hat's excess over m_hat^2 is the batch noise's
-    // share, which the average has 1/n of.
-    const float shrink = k.shrink;
-    for (size_t i = 0; i < n; ++i) {
-      const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
-      const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
-      m[i] = mi;
-      v[i] = vi;
-      const float mh = mi / bc1, vh = vi / bc2;
-      const float excess = vh - mh * mh;
-      const float ve = excess > 0.0f ? vh - shrink * excess : vh;
-      d[i] = mh / (std::sqrt(ve) + e);
-    }
-    return;
-  }
   for (size_t i = 0; i < n; ++i) {
     const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
     const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
@@ -76,6 +79,7 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
     v[i] = vi;
     d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
   }
+  if (k.shrink > 0) ScaleToTheAverage(k, n, m, v, d);
 }
 
 }  // namespace

@@ -114,8 +114,8 @@ class LocalSettings:
     moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
     velocity goes on, and each gradient's whole momentum is sent in time),
     second_moment (adam): "own", this rank's gradient's, or "average", that of the
-    average of the world's gradients estimated from this rank's moments
-    (adacomp/local_optimizer.h). Made by split_optimizer() or DistributedOptimizer
+    average of the world's gradients, estimated from this rank's moments as one scale
+    of each tensor's step (adacomp/local_optimizer.h). Made by split_optimizer() or DistributedOptimizer
     from a torch optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
