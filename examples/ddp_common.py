@@ -506,8 +506,6 @@ class Run:
                 **({"local_clip": a.local_clip} if a.local_clip else {}),
                 **({"one_call": True} if getattr(a, "one_call", False) else {}),
                 **({"no_mask": True} if getattr(a, "no_mask", False) else {}),
-                **({"second_moment": a.second_moment}
-                   if getattr(a, "second_moment", None) else {}),
                 **({"auto": True} if getattr(a, "auto", False) else {})}
 
     def _load_checkpoint(self):

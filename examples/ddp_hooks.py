@@ -99,8 +99,6 @@ def ramp_and_local_kwargs(args, local):
         out["local_clip_norm"] = args.local_clip
     if getattr(args, "no_mask", False):
         out["local_mask"] = False
-    if getattr(args, "second_moment", None):
-        out["local_second_moment"] = args.second_moment
     return out
 
 
@@ -115,12 +113,7 @@ def local_title(local, args):
         return ""
     return f", local {local['local_optimizer']}" + (
         f", clip {args.local_clip:g} per rank" if args.local_clip else "") + (
-        ", no mask" if getattr(args, "no_mask", False) else "") + _moment_title(args)
-
-
-def _moment_title(args):
-    m = getattr(args, "second_moment", None)
-    return f", {m} second moment" if m else ""
+        ", no mask" if getattr(args, "no_mask", False) else "")
 
 
 def register_adacomp(ddp, args, optimizer, kwargs):
@@ -140,7 +133,7 @@ def one_call_title(optimizer, args):
         return ""
     return (f", one call: {optimizer.kind or 'the optimizer'} "
             f"{'on each rank' if optimizer.local else 'on the average'}"
-            + (", no mask" if getattr(args, "no_mask", False) else "") + _moment_title(args))
+            + (", no mask" if getattr(args, "no_mask", False) else ""))
 
 
 def add_ramp_and_local_args(g):
@@ -163,11 +156,6 @@ def add_ramp_and_local_args(g):
                    help="adacomp hook with SGD's velocity on each rank (--local-optimizer or "
                         "--one-call): leave the velocity of the elements a frame sent as it "
                         "is (local_mask=False) instead of zeroing it")
-    g.add_argument("--second-moment", choices=("own", "average"), default=None,
-                   help="adacomp hook with Adam on each rank (--local-optimizer or "
-                        "--one-call): the step's second moment is this rank's gradient's "
-                        "(own) or that of the ranks' average, estimated from this rank's "
-                        "moments (average) (local_second_moment; default: the library's)")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "

@@ -66,8 +66,6 @@ def check_common_args(ap, args):
                  "chooses where the optimizer runs)")
     if getattr(args, "no_mask", False) and not (args.local_optimizer or args.one_call):
         ap.error("--no-mask goes with --local-optimizer or --one-call")
-    if getattr(args, "second_moment", None) and not (args.local_optimizer or args.one_call):
-        ap.error("--second-moment goes with --local-optimizer or --one-call")
     if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
         ap.error("--local-clip is a positive norm, with --local-optimizer")
     if args.resume and not args.checkpoint_dir:

@@ -125,11 +125,6 @@ HOOKS = {
     # The one call with SGD's velocity left as it is where a frame sent it (local_mask
     # False; Adam masks nothing either way).
     "adacomp-one-nomask": ["--hook", "adacomp", "--one-call", "--no-mask"],
-    # The one call with Adam's step over each rank's own second moment, or over the
-    # second moment of the ranks' average estimated from each rank's moments
-    # (local_second_moment; docs/ddp-hook.md).
-    "adacomp-one-vown": ["--hook", "adacomp", "--one-call", "--second-moment", "own"],
-    "adacomp-one-vavg": ["--hook", "adacomp", "--one-call", "--second-moment", "average"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -178,8 +173,7 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
-         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask",
-         "adacomp-one-vown", "adacomp-one-vavg")
+         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask")
 PROCS = 4
 
 

@@ -43,8 +43,6 @@ LABELS = {
     "adacomp-one": "AdaComp, the one call (DistributedOptimizer)",
     "powersgd-r8": "PowerSGD r8", "powersgd-r16": "PowerSGD r16",
     "adacomp-one-nomask": "AdaComp, the one call, velocity not masked",
-    "adacomp-one-vown": "AdaComp, the one call, each rank's own second moment",
-    "adacomp-one-vavg": "AdaComp, the one call, the average's second moment (estimated)",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have

@@ -45,21 +45,6 @@
 //     update; a tensor without one yet runs plain Adam. A dense warm-up of F steps that
 //     runs Adam on the exact average gives every learner the same second
 //     moment to freeze.
-//   - The second moment of the average (second_moment_of = n > 1): Adam on
-//     the average of n learners' gradients divides by that average's second
-//     moment, mu^2 + sigma^2 / n per element (mu: the mean gradient, sigma^2:
-//     one learner's batch noise), where a learner's own v_hat estimates
-//     mu^2 + sigma^2; where noise dominates, the mean of the learners' steps
-//     is up to sqrt(n) times smaller than Adam's on the average (a smaller
-//     learning rate in effect). With this setting each tensor's step is
-//     scaled by sqrt(S / (S - (1 - 1/n) X)), S the tensor's summed v_hat and
-//     X its summed excess of v_hat over m_hat^2 (taken as the noise's share),
-//     in double, the scale rounded to float32: between 1 and sqrt(n), one per
-//     tensor and step, so the compressor sees the tensor's elements in the
-//     same proportions as without it. (Dividing each element by its own
-//     estimate instead amplified the noisiest elements, which then filled
-//     the frames: on the GPT it trained worse than no estimate.) The moments
-//     stored are Adam's own.
 //
 // A step commits nothing until Commit(): Prepare() writes the next moments
 // beside the current ones, so a step dropped (a NaN anywhere, a failed
@@ -93,10 +78,6 @@ struct LocalOptimizerSettings {
   // adam: the second moment is frozen from this many committed steps on
   // (see above); 0: never. >= 0.
   int64_t freeze_second_moment_after = 0;
-  // adam: the step's second moment is that of the average of this many
-  // learners' gradients, estimated from this learner's moments (see above);
-  // 1: this learner's own. >= 1.
-  int64_t second_moment_of = 1;
 
   // InvalidArgument naming the bad field, or OK.
   Status Validate() const;

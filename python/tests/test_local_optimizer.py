@@ -26,13 +26,10 @@ STEPS = 3
 NAMES = ("fc2.weight", "fc2.bias", "fc1.bias", "fc1.weight", "conv.weight", "conv.bias")
 
 
-def adam_reference(grads, betas, eps, freeze_after=0, ranks=1):
+def adam_reference(grads, betas, eps, freeze_after=0):
     """Adam's step of every step and parameter in float64 ([{name: step}] per step);
     freeze_after > 0: the second moment stops changing after that many steps, and its
-    bias correction stays that of its last update (1-bit Adam); ranks > 1: each
-    parameter's step times sqrt(S / (S - (1 - 1/ranks) X)), S its summed v_hat and X
-    its summed excess of v_hat over m_hat^2, as local_second_moment="average" scales
-    it."""
+    bias correction stays that of its last update (1-bit Adam)."""
     m = {n: 0.0 for n in NAMES}
     v = {n: 0.0 for n in NAMES}
     out = []
@@ -44,12 +41,8 @@ def adam_reference(grads, betas, eps, freeze_after=0, ranks=1):
             if not freeze_after or s < freeze_after:
                 v[n] = betas[1] * v[n] + (1 - betas[1]) * g * g
             t_v = min(s + 1, freeze_after) if freeze_after else s + 1
-            m_hat, v_hat = m[n] / (1 - betas[0] ** (s + 1)), v[n] / (1 - betas[1] ** t_v)
-            d[n] = m_hat / (v_hat.sqrt() + eps)
-            if ranks > 1:
-                total, excess = v_hat.sum(), (v_hat - m_hat * m_hat).clamp(min=0).sum()
-                if excess > 0:
-                    d[n] = d[n] * (total / (total - (1 - 1 / ranks) * excess)).sqrt()
+            d[n] = (m[n] / (1 - betas[0] ** (s + 1))) / ((v[n] / (1 - betas[1] ** t_v)).sqrt()
+                                                        + eps)
         out.append(d)
     return out
 
@@ -130,34 +123,6 @@ class LocalOptimizerTest(OneProcessGroupTest):
             for n in NAMES:
                 torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
         self.assertEqual(st.state_dict()["local_optimizer"]["steps"], STEPS)
-
-    def test_adam_with_the_averages_second_moment(self):
-        """local_second_moment="average" reaches the library with the group's size (4
-        here, faked: this test's group has one rank); with one rank it changes nothing."""
-        import sys
-        state_module = sys.modules["adacomp.torch.state"]
-        betas, eps = (0.8, 0.9), 1e-6
-        kwargs = dict(model=self.model, codec="dense", local_optimizer="adam", betas=betas,
-                      eps=eps, local_second_moment="average")
-        real = state_module._world_of
-        state_module._world_of = lambda group: 4
-        try:
-            st = adt.AdaCompState(**kwargs)
-        finally:
-            state_module._world_of = real
-        changed = False
-        for s, (want, own) in enumerate(zip(adam_reference(self.grads, betas, eps, ranks=4),
-                                            adam_reference(self.grads, betas, eps))):
-            got = self.run_step(st, s)
-            for n in NAMES:
-                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
-                changed |= not torch.allclose(want[n], own[n], rtol=1e-3)
-        self.assertTrue(changed)  # (the steps tell the two apart)
-        one = adt.AdaCompState(**kwargs)  # one rank: its own second moment is the average's
-        for s, want in enumerate(adam_reference(self.grads, betas, eps)):
-            got = self.run_step(one, s)
-            for n in NAMES:
-                torch.testing.assert_close(got[n].double(), want[n], rtol=2e-5, atol=1e-6)
 
     def train_through_hook(self, make_opt, codec="dense"):
         """Trains a copy of the model STEPS steps on the fixed gradients through the hook

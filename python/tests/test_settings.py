@@ -80,14 +80,11 @@ class SettingsTest(OneProcessGroupTest):
         self.assertEqual(adt.Settings.of(auto=True).auto, adt.AutoSettings())
         self.assertEqual(set(adt.Settings.names()), set(adt.Settings().flat()) | {
             "local_optimizer", "momentum", "betas", "eps", "local_weight_decay",
-            "local_clip_norm", "local_mask", "local_second_moment", "auto_options"})
+            "local_clip_norm", "local_mask", "auto_options"})
         nomask = adt.Settings.of(local_optimizer="sgd", local_mask=False)
         self.assertFalse(nomask.local.mask)
         self.assertEqual(adt.Settings.of(**nomask.flat()), nomask)
         self.assertTrue(adt.Settings.of(local_optimizer="sgd").local.mask)
-        avg = adt.Settings.of(local_optimizer="adam", local_second_moment="average")
-        self.assertEqual(avg.local.second_moment, "average")
-        self.assertEqual(adt.Settings.of(**avg.flat()), avg)
 
     def test_the_state_shows_its_settings_read_only(self):
         st = adt.AdaCompState(model=model(), codec="topk", density=0.05)
@@ -124,11 +121,6 @@ class SettingsTest(OneProcessGroupTest):
                 ({"local_optimizer": "lion"}, ValueError, "'sgd' or 'adam'"),
                 ({"local_mask": False}, ValueError, "local_mask goes with"),
                 ({"local_optimizer": "sgd", "local_mask": 0}, ValueError, "True or False"),
-                ({"local_second_moment": "average"}, ValueError, "goes with local_optimizer"),
-                ({"local_optimizer": "sgd", "local_second_moment": "average"}, ValueError,
-                 "goes with local_optimizer 'adam'"),
-                ({"local_optimizer": "adam", "local_second_moment": "mine"}, ValueError,
-                 "'own' or 'average'"),
                 ({"local_optimizer": "sgd", "local_clip_norm": -1}, ValueError,
                  "local_clip_norm"),
                 ({"auto": True, "codec": "dense"}, ValueError, "auto chooses"),

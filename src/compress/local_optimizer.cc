@@ -3,7 +3,6 @@
 // (CMakeLists.txt): every operation is rounded on its own, as written.
 #include "adacomp/local_optimizer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -36,27 +35,7 @@ void MomentumLoop(size_t n, const float* __restrict u0, const float* __restrict 
 
 struct AdamConstants {
   float b1, c1, b2, c2, bc1, bc2, eps;
-  float shrink;  // 1 - 1/n for the second moment of n learners' average; 0: this learner's
 };
-
-// The second moment of the average of n learners' gradients, as a scale of
-// the whole tensor's step: the tensor's summed v_hat against the same less
-// (1 - 1/n) of its summed excess over m_hat^2 (the batch noise's share, of
-// which the average has 1/n), in double; d is multiplied by the square root
-// of their ratio, rounded to float32 (1 when nothing is in excess).
-void ScaleToTheAverage(const AdamConstants& k, size_t n, const float* __restrict m,
-                       const float* __restrict v, float* __restrict d) {
-  double sum_v = 0, sum_excess = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double mh = static_cast<double>(m[i]) / k.bc1, vh = static_cast<double>(v[i]) / k.bc2;
-    sum_v += vh;
-    sum_excess += std::max(vh - mh * mh, 0.0);
-  }
-  const double left = sum_v - k.shrink * sum_excess;
-  if (!(left > 0) || !(sum_excess > 0)) return;
-  const float scale = static_cast<float>(std::sqrt(sum_v / left));
-  for (size_t i = 0; i < n; ++i) d[i] *= scale;
-}
 
 // Adam's moments and step; m0 and v0 null: no moments yet (zero). frozen:
 // v0 is the second moment as it stays, v is not written.
@@ -79,7 +58,6 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
     v[i] = vi;
     d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
   }
-  if (k.shrink > 0) ScaleToTheAverage(k, n, m, v, d);
 }
 
 }  // namespace
@@ -101,14 +79,6 @@ Status LocalOptimizerSettings::Validate() const {
       return Status::InvalidArgument("local optimizer: eps must be finite and > 0, not " +
                                      std::to_string(eps));
     }
-  }
-  if (second_moment_of < 1) {
-    return Status::InvalidArgument("local optimizer: second_moment_of must be >= 1, not " +
-                                   std::to_string(second_moment_of));
-  }
-  if (second_moment_of > 1 && kind != Kind::kAdam) {
-    return Status::InvalidArgument(
-        "local optimizer: only adam has a second moment (second_moment_of)");
   }
   if (freeze_second_moment_after < 0) {
     return Status::InvalidArgument("local optimizer: freeze_second_moment_after must be >= 0");
@@ -191,17 +161,13 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
   const bool frozen = frozen_after > 0 && steps_ >= frozen_after && t.steps > 0;
   const double step = static_cast<double>(t.steps + 1);
   const double t_v = static_cast<double>(frozen ? t.second_steps : t.second_steps + 1);
-  const AdamConstants c{
-      static_cast<float>(s_.beta1),
-      static_cast<float>(1.0 - s_.beta1),
-      static_cast<float>(s_.beta2),
-      static_cast<float>(1.0 - s_.beta2),
-      static_cast<float>(1.0 - std::pow(s_.beta1, step)),
-      static_cast<float>(1.0 - std::pow(s_.beta2, t_v)),
-      static_cast<float>(s_.eps),
-      s_.second_moment_of > 1
-          ? static_cast<float>(1.0 - 1.0 / static_cast<double>(s_.second_moment_of))
-          : 0.0f};
+  const AdamConstants c{static_cast<float>(s_.beta1),
+                        static_cast<float>(1.0 - s_.beta1),
+                        static_cast<float>(s_.beta2),
+                        static_cast<float>(1.0 - s_.beta2),
+                        static_cast<float>(1.0 - std::pow(s_.beta1, step)),
+                        static_cast<float>(1.0 - std::pow(s_.beta2, t_v)),
+                        static_cast<float>(s_.eps)};
   const bool started = t.steps > 0;
   AdamLoop(c, n, started ? t.first.data() : nullptr, started ? t.second.data() : nullptr, g, frozen,
            t.next_first.data(), t.next_second.data(), t.step.data());

@@ -164,123 +164,6 @@ TEST(LocalOptimizer, AdamIsTheBiasCorrectedRatio) {
   EXPECT_NEAR(d.value()[2], 1.0, 1e-5);
 }
 
-// second_moment_of = n: the same moments as plain Adam (bit for bit), and
-// plain Adam's step times one scale per tensor and step: sqrt(S / (S - (1 -
-// 1/n) X)), S the tensor's summed v_hat, X its summed excess of v_hat over
-// m_hat^2 (double, to rounding).
-TEST(LocalOptimizer, AdamSecondMomentOfTheAverageScalesTheTensorsStep) {
-  const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
-  const size_t n = 256;
-  LocalOptimizerSettings s = Adam(b1, b2, eps);
-  s.second_moment_of = 4;
-  auto lo = Make(s, {n, 8});
-  auto plain = Make(Adam(b1, b2, eps), {n, 8});
-  std::vector<double> md(n, 0.0), vd(n, 0.0);
-  std::mt19937 rng(11);
-  double largest = 1.0;
-  for (int t = 1; t <= 12; ++t) {
-    std::vector<float> g = Gradient(rng, n);
-    for (size_t j = 0; j < n / 2; ++j) g[j] += 2.0f;  // half of them mostly signal
-    auto d = lo->Prepare(0, g);
-    ASSERT_TRUE(d.ok());
-    auto p = plain->Prepare(0, g);
-    ASSERT_TRUE(p.ok());
-    double sum_v = 0, sum_x = 0;
-    for (size_t j = 0; j < n; ++j) {
-      md[j] = b1 * md[j] + (1 - b1) * g[j];
-      vd[j] = b2 * vd[j] + (1 - b2) * double(g[j]) * g[j];
-      const double mh = md[j] / (1 - std::pow(b1, t)), vh = vd[j] / (1 - std::pow(b2, t));
-      sum_v += vh;
-      sum_x += std::max(vh - mh * mh, 0.0);
-    }
-    const double scale = sum_x > 0 ? std::sqrt(sum_v / (sum_v - 0.75 * sum_x)) : 1.0;
-    if (t == 1) EXPECT_EQ(scale, 1.0);  // the first step: v_hat = m_hat^2 exactly
-    largest = std::max(largest, scale);
-    for (size_t j = 0; j < n; ++j) {
-      EXPECT_NEAR(d.value()[j], scale * p.value()[j], 1e-5 * std::abs(scale * p.value()[j]))
-          << "t " << t << " j " << j;
-    }
-    lo->Commit();
-    plain->Commit();
-    for (size_t j = 0; j < n; ++j) {
-      ASSERT_TRUE(SameBits(lo->first(0)[j], plain->first(0)[j]));
-      ASSERT_TRUE(SameBits(lo->second(0)[j], plain->second(0)[j]));
-    }
-  }
-  EXPECT_GT(largest, 1.1);
-  EXPECT_LT(largest, 2.0);  // at most sqrt(n)
-  // A tensor whose gradient never changes has no excess: its step is Adam's.
-  const std::vector<float> same(8, 0.5f);
-  for (int t = 1; t <= 3; ++t) {
-    auto d = lo->Prepare(1, same);
-    auto p = plain->Prepare(1, same);
-    ASSERT_TRUE(d.ok() && p.ok());
-    for (size_t j = 0; j < 8; ++j) EXPECT_TRUE(SameBits(d.value()[j], p.value()[j]));
-    lo->Commit();
-    plain->Commit();
-  }
-}
-
-// Why: n learners with gradients mu + noise (batch noise of each learner's
-// own batch). Adam on the average's gradient normalizes by the average's
-// second moment, mu^2 + sigma^2 / n; each learner's own, mu^2 + sigma^2,
-// makes the mean of their steps up to sqrt(n) times smaller where noise
-// dominates. The scale brings the mean of the learners' steps to within 20 %
-// of Adam's on the average (summed magnitudes), where the learners' own
-// second moments give about half.
-TEST(LocalOptimizer, AdamSecondMomentOfTheAverageMatchesAdamOnTheAverage) {
-  const int learners = 4, steps = 300;
-  const size_t n = 2000;
-  const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
-  LocalOptimizerSettings est = Adam(b1, b2, eps);
-  est.second_moment_of = learners;
-  std::vector<std::unique_ptr<LocalOptimizer>> own, corrected;
-  for (int r = 0; r < learners; ++r) {
-    own.push_back(Make(Adam(b1, b2, eps), {n}));
-    corrected.push_back(Make(est, {n}));
-  }
-  auto global = Make(Adam(b1, b2, eps), {n});
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> mu(n);
-  for (size_t j = 0; j < n; ++j) mu[j] = 0.3f * normal(rng);  // noise 1: mostly noise
-  double sum_own = 0, sum_corrected = 0, sum_global = 0;
-  for (int t = 1; t <= steps; ++t) {
-    std::vector<float> avg(n, 0.0f);
-    std::vector<double> mean_own(n, 0.0), mean_corrected(n, 0.0);
-    for (int r = 0; r < learners; ++r) {
-      std::vector<float> g(n);
-      for (size_t j = 0; j < n; ++j) {
-        g[j] = mu[j] + normal(rng);
-        avg[j] += g[j] / learners;
-      }
-      auto a = own[r]->Prepare(0, g);
-      auto b = corrected[r]->Prepare(0, g);
-      ASSERT_TRUE(a.ok() && b.ok());
-      for (size_t j = 0; j < n; ++j) {
-        mean_own[j] += a.value()[j] / learners;
-        mean_corrected[j] += b.value()[j] / learners;
-      }
-      own[r]->Commit();
-      corrected[r]->Commit();
-    }
-    auto d = global->Prepare(0, avg);
-    ASSERT_TRUE(d.ok());
-    global->Commit();
-    if (t > steps / 2) {  // the second half: the moments have settled
-      for (size_t j = 0; j < n; ++j) {
-        sum_own += std::abs(mean_own[j]);
-        sum_corrected += std::abs(mean_corrected[j]);
-        sum_global += std::abs(d.value()[j]);
-      }
-    }
-  }
-  const double own_ratio = sum_own / sum_global, corrected_ratio = sum_corrected / sum_global;
-  EXPECT_LT(own_ratio, 0.7) << own_ratio;
-  EXPECT_GT(corrected_ratio, 0.8) << corrected_ratio;
-  EXPECT_LT(corrected_ratio, 1.2) << corrected_ratio;
-}
-
 // With freeze_second_moment_after = 3: steps 4 on keep the second moment
 // of step 3 and its bias correction, while the first moment goes on; a
 // tensor first seen after the freeze runs plain Adam from its own step 1
@@ -389,12 +272,6 @@ TEST(LocalOptimizer, RefusesWhatItCannotDoAndChangesNothing) {
   LocalOptimizerSettings frozen_sgd = Sgd(0.9);
   frozen_sgd.freeze_second_moment_after = 2;
   EXPECT_FALSE(LocalOptimizer::Create(frozen_sgd).ok());
-  LocalOptimizerSettings averaged_sgd = Sgd(0.9);
-  averaged_sgd.second_moment_of = 2;
-  EXPECT_FALSE(LocalOptimizer::Create(averaged_sgd).ok());
-  LocalOptimizerSettings none = Adam(0.9, 0.99, 1e-8);
-  none.second_moment_of = 0;
-  EXPECT_FALSE(LocalOptimizer::Create(none).ok());
 
   auto lo = Make(Sgd(0.9), {3});
   std::vector<float> g = {1, 2, 3}, w = {1, 1, 1};

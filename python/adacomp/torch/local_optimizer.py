@@ -65,21 +65,18 @@ class _LocalOptimizer:
     moments, the step in progress and the counts): each parameter's name and its tensor
     there, the weight decay per parameter, the clip, and the saved form."""
 
-    def __init__(self, local, freeze_after=0, world=1):
+    def __init__(self, local, freeze_after=0):
         """local: a LocalSettings (settings.py, which checked it); freeze_after: adam with
-        a dense warm-up, its length (the second moment is frozen after it); world: the
-        ranks whose average local.second_moment "average" estimates the moment of."""
+        a dense warm-up, its length (the second moment is frozen after it)."""
         kind = self.kind = local.kind
         self.momentum = float(local.momentum)
         self.betas = tuple(float(b) for b in local.betas)
         self.eps = float(local.eps)
         self.freeze_after = freeze_after
-        second_moment_of = world if local.second_moment == "average" else 1
         # The library's optimizer (adacomp/local_optimizer.h); its settings' check
         # (ValueError) is the one for momentum, betas and eps.
         self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
-                                            self.eps, freeze_after,
-                                            second_moment_of=second_moment_of)
+                                            self.eps, freeze_after)
         # id(parameter) -> the weight decay added to its gradient before the momentum
         # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
         # wd: a number, or a torch parameter group whose "weight_decay" is read at each

@@ -112,11 +112,8 @@ class LocalSettings:
     momentum (sgd), betas and eps (adam), weight_decay: [(parameters, decay)] added
     inside SGD's velocity, clip_norm (> 0): each rank's gradient clipped before the
     moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
-    velocity goes on, and each gradient's whole momentum is sent in time),
-    second_moment (adam): "own", this rank's gradient's, or "average", that of the
-    average of the world's gradients, estimated from this rank's moments as one scale
-    of each tensor's step (adacomp/local_optimizer.h). Made by split_optimizer() or DistributedOptimizer
-    from a torch optimizer."""
+    velocity goes on, and each gradient's whole momentum is sent in time). Made by
+    split_optimizer() or DistributedOptimizer from a torch optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
     betas: tuple = (0.9, 0.999)
@@ -124,7 +121,6 @@ class LocalSettings:
     weight_decay: Optional[list] = None
     clip_norm: float = 0.0
     mask: bool = True
-    second_moment: str = "own"
 
     def __post_init__(self):
         if self.kind not in ("sgd", "adam"):
@@ -135,11 +131,6 @@ class LocalSettings:
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {c!r}")
         if not isinstance(self.mask, bool):
             raise ValueError(f"local_mask must be True or False, not {self.mask!r}")
-        if self.second_moment not in ("own", "average"):
-            raise ValueError("local_second_moment: 'own' or 'average', not "
-                             f"{self.second_moment!r}")
-        if self.second_moment != "own" and self.kind != "adam":
-            raise ValueError("local_second_moment goes with local_optimizer 'adam'")
         object.__setattr__(self, "betas", tuple(self.betas))
 
 
@@ -183,7 +174,7 @@ class Settings:
         "local_optimizer": ("local", "kind"), "momentum": ("local", "momentum"),
         "betas": ("local", "betas"), "eps": ("local", "eps"),
         "local_weight_decay": ("local", "weight_decay"), "local_clip_norm": ("local", "clip_norm"),
-        "local_mask": ("local", "mask"), "local_second_moment": ("local", "second_moment"),
+        "local_mask": ("local", "mask"),
         "auto": ("auto", None), "auto_options": ("auto", "*"),
         "max_failed_steps": ("max_failed_steps", None),
     }
@@ -218,8 +209,6 @@ class Settings:
                                  "the averaged gradient the hook returns, as without the hook)")
             if local_args.get("mask") is False:
                 raise ValueError("local_mask goes with local_optimizer 'sgd'")
-            if local_args.get("second_moment", "own") != "own":
-                raise ValueError("local_second_moment goes with local_optimizer 'adam'")
             local = None
         else:
             start = base.local if base.local is not None else LocalSettings(kind=kind)
@@ -246,8 +235,7 @@ class Settings:
             out.update(local_optimizer=self.local.kind, momentum=self.local.momentum,
                        betas=self.local.betas, eps=self.local.eps,
                        local_weight_decay=self.local.weight_decay,
-                       local_clip_norm=self.local.clip_norm, local_mask=self.local.mask,
-                       local_second_moment=self.local.second_moment)
+                       local_clip_norm=self.local.clip_norm, local_mask=self.local.mask)
         out["auto"] = self.auto is not None
         if self.auto is not None:
             out["auto_options"] = self.auto.options()

@@ -30,12 +30,6 @@ from .usage import _Usage
 from .worker import _LIVE_STATES, _close, _enqueue
 
 
-def _world_of(process_group):
-    """The ranks of process_group (None: the default group); 1 without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(process_group)
-    return 1
-
 
 class AdaCompState:
     """State of the AdaComp DDP hook: per-parameter compressors and statistics.
@@ -83,8 +77,7 @@ class AdaCompState:
                                    sch.adapt_window, sch.adapt_hold, sch.adapt_bin_size,
                                    sch.dense_warmup_steps)
         self._local = None if local is None else _LocalOptimizer(
-            local, self._schedule.dense_warmup_steps if local.kind == "adam" else 0,
-            _world_of(process_group))
+            local, self._schedule.dense_warmup_steps if local.kind == "adam" else 0)
         self._by_slices_next = {}  # auto: per bucket slot, the next exchange's choice
         self.process_group = process_group
         self._bin_sizes = s.codec.sizes(DEFAULT_BIN_SIZES)
@@ -175,7 +168,9 @@ class AdaCompState:
         return 0
 
     def _world(self):
-        return _world_of(self.process_group)
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(self.process_group)
+        return 1
 
     def _add_entry(self, param, name, layer_type):
         e = _Entry()
