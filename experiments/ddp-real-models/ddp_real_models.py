@@ -125,6 +125,10 @@ HOOKS = {
     # The one call with SGD's velocity left as it is where a frame sent it (local_mask
     # False; Adam masks nothing either way).
     "adacomp-one-nomask": ["--hook", "adacomp", "--one-call", "--no-mask"],
+    # The GPT's one call at twice the script's lr: each rank's Adam divides by the
+    # second moment of its own batch, 4x smaller than the average's; where batch noise
+    # dominates its steps are up to sqrt(4) = 2x smaller than Adam's on the average.
+    "adacomp-one-lr2": ["--hook", "adacomp", "--one-call", "--lr", "2e-3"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -173,7 +177,8 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
-         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask")
+         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask",
+         "adacomp-one-lr2")
 PROCS = 4
 
 

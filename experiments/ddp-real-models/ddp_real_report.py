@@ -43,6 +43,7 @@ LABELS = {
     "adacomp-one": "AdaComp, the one call (DistributedOptimizer)",
     "powersgd-r8": "PowerSGD r8", "powersgd-r16": "PowerSGD r16",
     "adacomp-one-nomask": "AdaComp, the one call, velocity not masked",
+    "adacomp-one-lr2": "AdaComp, the one call, 2x lr",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
