@@ -286,15 +286,21 @@ def repeats_lines(ar_runs, repeats):
     ratios = repeat_ratios(ar_runs, repeats)
     if not ratios:
         return []
-    lines = ["Repeated, no hook and auto back to back each time:", "", "    " + COMMAND_REPEATS,
-             ""]
+    return (["Repeated, no hook and auto back to back each time:", "",
+             "    " + COMMAND_REPEATS, ""]
+            + ratio_lines(ratios, " (the first from the table above)") + [""])
+
+
+def ratio_lines(ratios, after=""):
+    """One line per (model, link): its ratios, their median and the verdict."""
+    lines = []
     for (model, link), rs in sorted(ratios.items()):
         verdict = "met" if statistics.median(rs) <= UNSHAPED_MAX else "missed"
         lines.append(f"- {model} {link}: auto settled / no hook "
                      + ", ".join(f"{r:.3f}" for r in rs)
-                     + f" (the first from the table above); median {statistics.median(rs):.3f}"
+                     + f"{after}; median {statistics.median(rs):.3f}"
                      f" (at most {UNSHAPED_MAX:.2f}: {verdict}).")
-    return lines + [""]
+    return lines
 
 
 def nowait_lines(sets):
@@ -310,13 +316,7 @@ def nowait_lines(sets):
              "step's first bucket, so the time reaches the chooser a step late (each probe "
              "runs a step longer: settled from step 11, not 9). ResNet-18 unshaped, no "
              "hook and auto back to back, three times:", "", "    " + COMMAND_NOWAIT, ""]
-    for (model, link), rs in sorted(ratios.items()):
-        verdict = "met" if statistics.median(rs) <= UNSHAPED_MAX else "missed"
-        lines.append(f"- {model} {link}: auto settled / no hook "
-                     + ", ".join(f"{r:.3f}" for r in rs)
-                     + f"; median {statistics.median(rs):.3f}"
-                     f" (at most {UNSHAPED_MAX:.2f}: {verdict}).")
-    return lines + [""]
+    return lines + ratio_lines(ratios) + [""]
 
 
 def report(runs=None, doc=DOC, img=IMG, rs_runs=None, ar_runs=None, repeats=None,
