@@ -54,7 +54,7 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
-                          "sienna", "chocolate", "tab:olive")))
+                          "sienna", "chocolate", "tab:olive", "darkorange")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
