@@ -259,6 +259,22 @@ def ar_section(table, img, doc):
     return lines
 
 
+def same_steps_ratios(sets):
+    """{(model, link): [auto settled / no hook's median over the same steps]}: no hook's
+    steps from the step auto settled on (a run's first steps are slower; auto's settled
+    median leaves them out)."""
+    out = {}
+    for runs in sets:
+        for (model, hook, link), auto in runs.items():
+            none = runs.get((model, "none", link))
+            found = settled_from(auto)
+            if hook != "adacomp-one-auto" or none is None or found is None:
+                continue
+            t = none["step_times_s"][max(found[0] - none["untimed_steps"] - 1, 0):]
+            out.setdefault((model, link), []).append(times(auto)[1] / statistics.median(t))
+    return out
+
+
 def repeat_ratios(ar_runs, repeats):
     """{(model, link): [auto settled / no hook, the first set's first]} for the pairs
     the repeat sets ({name: runs}) hold."""
@@ -303,11 +319,14 @@ def ratio_lines(ratios, after=""):
     return lines
 
 
-def nowait_lines(sets):
-    """The sets run after the step-time agreement stopped waiting ({name: runs})."""
+def nowait_lines(sets, before=()):
+    """The sets run after the step-time agreement stopped waiting ({name: runs}); before:
+    the sets of the same pair run while it waited (the all-reduce set and its repeats)."""
     ratios = repeat_ratios({}, sets)
     if not ratios:
         return []
+    same = same_steps_ratios([sets[k] for k in sorted(sets)])
+    earlier = same_steps_ratios(before)
     lines = ["## After the ranks stopped waiting to agree on step times", "",
              "At each step's first bucket auto used to all-gather the last step's time and "
              "wait for it there, a point where every rank waited for the slowest to reach "
@@ -316,7 +335,15 @@ def nowait_lines(sets):
              "step's first bucket, so the time reaches the chooser a step late (each probe "
              "runs a step longer: settled from step 11, not 9). ResNet-18 unshaped, no "
              "hook and auto back to back, three times:", "", "    " + COMMAND_NOWAIT, ""]
-    return lines + ratio_lines(ratios) + [""]
+    lines += ratio_lines(ratios)
+    lines += ["", "A run's first steps are slower, and auto's settled median leaves them out "
+              "while no hook's median keeps them. Against no hook's median over the same "
+              "steps (from the step auto settled on):", ""]
+    lines += [line.replace(": auto settled", ": not waiting: auto settled")
+              for line in ratio_lines(same)]
+    lines += [line.replace(": auto settled", ": waiting (the sets above): auto settled")
+              for line in ratio_lines({k: v for k, v in earlier.items() if k in same})]
+    return lines + [""]
 
 
 def report(runs=None, doc=DOC, img=IMG, rs_runs=None, ar_runs=None, repeats=None,
@@ -337,7 +364,9 @@ def report(runs=None, doc=DOC, img=IMG, rs_runs=None, ar_runs=None, repeats=None
     if ar_table:
         lines += ar_section(ar_table, img, doc)
         lines += repeats_lines(ar_runs, load_repeats() if repeats is None else repeats)
-    lines += nowait_lines(load_repeats(NOWAIT) if nowait is None else nowait)
+    before = [ar_runs] + [r for _, r in sorted((load_repeats() if repeats is None
+                                                else repeats).items())]
+    lines += nowait_lines(load_repeats(NOWAIT) if nowait is None else nowait, before)
     if table:
         lines += ["## auto's dense steps as the hook's all-gather (before)", "",
                   "Made at commit c2222a1 (check it out to remake it) with", "",

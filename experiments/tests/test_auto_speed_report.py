@@ -110,6 +110,22 @@ class AutoSpeedReportTest(unittest.TestCase):
                         text.index("## After the ranks stopped waiting"))
         self.assertIn("- gpt unshaped: auto settled / no hook 1.020, 1.050; median 1.035 (at "
                       "most 1.03: missed).", text)
+        # no hook over the same steps (constant times here: the same ratios), and the
+        # earlier sets' (the all-reduce set's 1.01, the repeats' 1.05 and 1.01)
+        self.assertIn("- gpt unshaped: not waiting: auto settled / no hook 1.020, 1.050; "
+                      "median 1.035", text)
+        self.assertIn("- gpt unshaped: waiting (the sets above): auto settled / no hook 1.010, "
+                      "1.050, 1.010; median 1.010", text)
+
+    def test_same_steps_leave_out_no_hooks_first_steps(self):
+        # auto settled at step 5 (timed steps are 3..10): no hook's steps 5..10 count
+        none = summary([3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+        auto = summary([2.0, 2.0, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1],
+                       choices=["step 5: auto: dense, 1.1 s a step against codec's 2 s"])
+        runs = {("gpt", "none", "unshaped"): none,
+                ("gpt", "adacomp-one-auto", "unshaped"): auto}
+        (r,), = asr.same_steps_ratios([runs]).values()
+        self.assertAlmostEqual(r, 1.1)
 
     def test_a_model_missing_a_hook_has_no_row(self):
         runs = {("resnet18", "none", "unshaped"): summary([1.0] * 4)}
