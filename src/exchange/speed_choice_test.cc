@@ -40,6 +40,15 @@ std::vector<StepMode> DriveLagged(SpeedChooser& c, int steps, F times) {
   return modes;
 }
 
+// Probes of probe_steps timed steps, no re-probe by count or by drift.
+SpeedChoiceOptions ProbeOnly(int probe_steps) {
+  SpeedChoiceOptions o;
+  o.probe_steps = probe_steps;
+  o.reprobe_every = 0;
+  o.drift = 0;
+  return o;
+}
+
 std::string Letters(const std::vector<StepMode>& modes) {
   std::string s;
   for (StepMode m : modes) s += m == D ? 'D' : 'C';
@@ -47,10 +56,7 @@ std::string Letters(const std::vector<StepMode>& modes) {
 }
 
 TEST(SpeedChooser, ProbesDenseThenTheCodecThenSettlesOnTheFaster) {
-  SpeedChoiceOptions o;
-  o.probe_steps = 3;
-  o.reprobe_every = 0;
-  o.drift = 0;
+  const SpeedChoiceOptions o = ProbeOnly(3);
   {
     SpeedChooser c(o);
     std::vector<std::string> notes;
@@ -210,10 +216,7 @@ TEST(SpeedChooser, ABadStateIsRefusedAndChangesNothing) {
 }
 
 TEST(SpeedChooser, ATimeThatComesAStepLateCountsForTheModeItsStepRan) {
-  SpeedChoiceOptions o;
-  o.probe_steps = 1;
-  o.reprobe_every = 0;
-  o.drift = 0;
+  SpeedChoiceOptions o = ProbeOnly(1);
   SpeedChooser c(o);
   // Dense's one timed step (1) is known at step 3 and the codec probed from
   // there; the last dense step's time (2) comes after the switch and still
