@@ -361,11 +361,11 @@ def report(runs=None, doc=DOC, img=IMG, rs_runs=None, ar_runs=None, repeats=None
              f"Machine: {machine}, 2 cores shared by the 4 hosts. Targets (issue 43): "
              f"unshaped, auto settled at most {UNSHAPED_MAX:.2f}x no hook's step; at 100 "
              f"Mbit/s at most {SLOW_MAX:.2f}x the one call's.", ""]
+    repeats = load_repeats() if repeats is None else repeats
     if ar_table:
         lines += ar_section(ar_table, img, doc)
-        lines += repeats_lines(ar_runs, load_repeats() if repeats is None else repeats)
-    before = [ar_runs] + [r for _, r in sorted((load_repeats() if repeats is None
-                                                else repeats).items())]
+        lines += repeats_lines(ar_runs, repeats)
+    before = [ar_runs] + [r for _, r in sorted(repeats.items())]
     lines += nowait_lines(load_repeats(NOWAIT) if nowait is None else nowait, before)
     if table:
         lines += ["## auto's dense steps as the hook's all-gather (before)", "",

@@ -19,9 +19,10 @@ buckets, posted after it, have been reduced everywhere. All ranks feed the choos
 the fastest rank's time, one step late (speed_choice.h counts it for the mode that
 step ran), so every rank makes the same choice. A checkpoint keeps the agreed time
 not yet fed; the time of the step in flight at the save is lost on a resume (its
-start is not saved), as a skipped step's is. A dense step's residues are emptied only when the step is
-applied (_commit_step); a failed step leaves them whole. A parameter this step left
-unused (track_usage) sends an empty frame and keeps its residue."""
+start is not saved), as a skipped step's is. A dense step's residues are emptied
+only when the step is applied (_commit_step); a failed step leaves them whole. A
+parameter this step left unused (track_usage) sends an empty frame and keeps its
+residue."""
 
 import time
 
@@ -61,10 +62,11 @@ class _Auto:
         if self.agreeing is not None:
             self.chooser.record(self._agreed())
             self.agreeing = None
+        world = state._world()
         # (the run's first step: no step before it awaits a time)
-        if self.decided and state._world() > 1:
+        if self.decided and world > 1:
             t = torch.tensor([mine], dtype=torch.float64)
-            out = [torch.empty(1, dtype=torch.float64) for _ in range(state._world())]
+            out = [torch.empty(1, dtype=torch.float64) for _ in range(world)]
             work = dist.all_gather(out, t, group=state.process_group, async_op=True)
             self.agreeing = (work, out)
         elif self.decided:
