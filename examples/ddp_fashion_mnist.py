@@ -464,6 +464,8 @@ def main():
                  "chooses where the optimizer runs)")
     if args.no_mask and not (args.local_optimizer or args.one_call):
         ap.error("--no-mask goes with --local-optimizer or --one-call")
+    if args.adam_step_scale is not None:
+        ap.error("--adam-step-scale goes with Adam; this example's optimizer is SGD")
     if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
         ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
     if args.eval_every < 0 or args.ramp_steps < 0:

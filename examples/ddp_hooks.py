@@ -99,6 +99,8 @@ def ramp_and_local_kwargs(args, local):
         out["local_clip_norm"] = args.local_clip
     if getattr(args, "no_mask", False):
         out["local_mask"] = False
+    if getattr(args, "adam_step_scale", None) is not None:
+        out["local_step_scale"] = args.adam_step_scale
     return out
 
 
@@ -133,7 +135,9 @@ def one_call_title(optimizer, args):
         return ""
     return (f", one call: {optimizer.kind or 'the optimizer'} "
             f"{'on each rank' if optimizer.local else 'on the average'}"
-            + (", no mask" if getattr(args, "no_mask", False) else ""))
+            + (", no mask" if getattr(args, "no_mask", False) else "")
+            + (f", Adam's step x {optimizer.hook.settings.local.step_scale:g}"
+               if optimizer.kind == "adam" else ""))
 
 
 def add_ramp_and_local_args(g):
@@ -156,6 +160,10 @@ def add_ramp_and_local_args(g):
                    help="adacomp hook with SGD's velocity on each rank (--local-optimizer or "
                         "--one-call): leave the velocity of the elements a frame sent as it "
                         "is (local_mask=False) instead of zeroing it")
+    g.add_argument("--adam-step-scale", type=float, default=None,
+                   help="adacomp hook with Adam on each rank (--local-optimizer or --one-call): "
+                        "multiply each rank's Adam step by this (local_step_scale; default: "
+                        "the one call's sqrt(world size), else 1)")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "

@@ -2,6 +2,8 @@
 launch, hook, schedule length, timing, outputs, checkpoints, failure tests, and
 their checks. Imported through ddp_common."""
 
+import math
+
 from ddp_hooks import add_hook_args
 
 
@@ -66,6 +68,11 @@ def check_common_args(ap, args):
                  "chooses where the optimizer runs)")
     if getattr(args, "no_mask", False) and not (args.local_optimizer or args.one_call):
         ap.error("--no-mask goes with --local-optimizer or --one-call")
+    scale = getattr(args, "adam_step_scale", None)
+    if scale is not None and not (args.local_optimizer or args.one_call):
+        ap.error("--adam-step-scale goes with --local-optimizer or --one-call")
+    if scale is not None and not (scale > 0 and math.isfinite(scale)):
+        ap.error("--adam-step-scale is a finite number > 0")
     if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
         ap.error("--local-clip is a positive norm, with --local-optimizer")
     if args.resume and not args.checkpoint_dir:

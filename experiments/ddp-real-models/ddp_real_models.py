@@ -129,6 +129,15 @@ HOOKS = {
     # second moment of its own batch, 4x smaller than the average's; where batch noise
     # dominates its steps are up to sqrt(4) = 2x smaller than Adam's on the average.
     "adacomp-one-lr2": ["--hook", "adacomp", "--one-call", "--lr", "2e-3"],
+    # The one call as it was before it scaled local Adam's step by sqrt(world size)
+    # (local_step_scale 1): each rank's own Adam step, at the script's lr and at 2x.
+    "adacomp-one-unscaled": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "1"],
+    "adacomp-one-unscaled-lr2": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "1",
+                                 "--lr", "2e-3"],
+    # The GPT at half the script's lr, no hook and the one call (a set-up the one
+    # call's step scale was not chosen on).
+    "none-lrhalf": ["--hook", "none", "--lr", "5e-4"],
+    "adacomp-one-lrhalf": ["--hook", "adacomp", "--one-call", "--lr", "5e-4"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -178,7 +187,8 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
          "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask",
-         "adacomp-one-lr2")
+         "adacomp-one-lr2", "adacomp-one-unscaled", "adacomp-one-unscaled-lr2", "none-lrhalf",
+         "adacomp-one-lrhalf")
 PROCS = 4
 
 

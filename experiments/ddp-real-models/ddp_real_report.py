@@ -44,6 +44,10 @@ LABELS = {
     "powersgd-r8": "PowerSGD r8", "powersgd-r16": "PowerSGD r16",
     "adacomp-one-nomask": "AdaComp, the one call, velocity not masked",
     "adacomp-one-lr2": "AdaComp, the one call, 2x lr",
+    "adacomp-one-unscaled": "AdaComp, the one call, Adam's step not scaled",
+    "adacomp-one-unscaled-lr2": "AdaComp, the one call, Adam's step not scaled, 2x lr",
+    "none-lrhalf": "no hook, half the lr",
+    "adacomp-one-lrhalf": "AdaComp, the one call, half the lr",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -54,7 +58,8 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
-                          "sienna", "chocolate", "tab:olive", "darkorange")))
+                          "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
+                          "tab:cyan", "dimgray", "tab:green")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.

@@ -39,6 +39,8 @@
 //     caller's choice (a dense warm-up, auto) is not given to MaskSent.
 //   - Clipping is the caller's: it spans tensors (or DDP buckets), so the
 //     gradient handed to Prepare is already clipped.
+//   - Step scale: Adam's d is multiplied by adam_step_scale (rounded
+//     after d, one more float32 multiply; 1 leaves d's bits as above).
 //   - Frozen second moment (1-bit Adam): with freeze_second_moment_after =
 //     F > 0, once F steps are committed Adam leaves the second moment of a
 //     tensor that has one as it is, with the bias correction of its last
@@ -78,6 +80,14 @@ struct LocalOptimizerSettings {
   // adam: the second moment is frozen from this many committed steps on
   // (see above); 0: never. >= 0.
   int64_t freeze_second_moment_after = 0;
+  // adam: each step d is multiplied by this (finite, > 0; 1: Adam's own
+  // step). A learner's second moment is of its own batch, P times smaller
+  // than the average's: where batch noise dominates it is up to P times the
+  // averaged gradient's, so the average of the learners' steps is up to
+  // sqrt(P) times smaller than Adam's on the averaged gradient; sqrt(P)
+  // gives that back (the DDP hook's one call sets it). Not with a frozen
+  // second moment, which is already the average's (refused).
+  double adam_step_scale = 1.0;
 
   // InvalidArgument naming the bad field, or OK.
   Status Validate() const;

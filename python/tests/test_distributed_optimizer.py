@@ -3,8 +3,12 @@ optimizers run on each rank and why the others do not, the learning rate read
 from the shared parameter groups at each step, schedulers made before and after
 the call, clip_grad_norm_ taken over (nothing clipped in .grad, each rank's
 gradient clipped from the next step on, against a hand-computed clip) and the
-clip that bypasses it refused, and state_dict() round trips and refusals."""
+clip that bypasses it refused, and state_dict() round trips and refusals; and on
+two processes, local Adam's step scaled by sqrt(world size) against each rank's
+first Adam step written here (and not with local_step_scale=1, nor the decay)."""
 
+import functools
+import math
 import unittest
 import warnings
 
@@ -13,7 +17,7 @@ import torch
 from torch import nn
 
 import adacomp.torch as adt
-from ddp_test_util import OneProcessGroupTest
+from ddp_test_util import OneProcessGroupTest, gloo_rank, spawn_world
 
 
 def model_and_ddp():
@@ -175,6 +179,35 @@ class StepTest(OneProcessGroupTest):
                                        rtol=1e-5, atol=1e-7)
         self.assertAlmostEqual(opt.hook._local.last_norm, norms[1], places=5)
 
+    def test_adam_with_a_clip_from_the_first_step_is_torchs(self):
+        """AdamW with clip_grad_norm_ after every backward, world 1, float32 frames:
+        torch's clipped AdamW to rounding, the first step included (its moments are
+        clipped at the first call; the step itself does not change). eps is small so
+        that no element's first step depends on it."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        kw = dict(lr=0.01, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.1)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.AdamW(model.parameters(), **kw),
+                                       codec="dense")
+        ref_opt = torch.optim.AdamW(ref.parameters(), **kw)
+        norms = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the take-over's warning
+            for step in range(6):
+                opt.zero_grad()
+                backward(ddp, step)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+                opt.step()
+                ref_opt.zero_grad()
+                backward(ref, step)
+                norms.append(float(adt.clip._ORIGINAL[0](ref.parameters(), 0.05)))
+                ref_opt.step()
+        self.assertGreater(min(norms), 0.1)  # every step was clipped, the first too
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
+
     def test_a_clip_that_bypasses_the_hook_is_refused_at_step(self):
         model, ddp = model_and_ddp()
         opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
@@ -219,6 +252,75 @@ class StepTest(OneProcessGroupTest):
         self.assertIs(opt2.param_groups, opt2.inner.param_groups)
         self.assertTrue(opt2.hook.clip_whole)
         self.assertEqual(opt2.hook.steps, 2)
+
+
+LR, DECAY = 0.1, 0.5
+
+
+def adam_worker(rank, port, outdir, kwargs):
+    """One AdamW step through the one call on 2 ranks, float32 frames (no residue):
+    returns the averaged step the weights moved by, and both ranks' gradients."""
+    with gloo_rank(rank, port, 2, outdir) as result:
+        torch.manual_seed(0)
+        model = nn.Linear(6, 4)
+        twin = nn.Linear(6, 4)
+        twin.load_state_dict(model.state_dict())
+        ddp = nn.parallel.DistributedDataParallel(model)
+        opt = adt.DistributedOptimizer(
+            ddp, torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=DECAY),
+            codec="dense", **kwargs)
+        result["scale"] = opt.hook.settings.local.step_scale
+        start = [p.detach().clone() for p in model.parameters()]
+        grads = []
+        for r in range(2):  # both ranks' gradients, each rank's batch computed here
+            x = torch.randn(8, 6, generator=torch.Generator().manual_seed(10 + r))
+            twin.zero_grad()
+            twin(x).square().mean().backward()
+            grads.append([p.grad.clone() for p in twin.parameters()])
+        x = torch.randn(8, 6, generator=torch.Generator().manual_seed(10 + rank))
+        ddp(x).square().mean().backward()
+        opt.step()
+        # w' = w (1 - lr decay) - lr avg  =>  avg = (w (1 - lr decay) - w') / lr
+        result["avg"] = [(w * (1 - LR * DECAY) - p.detach()) / LR
+                         for w, p in zip(start, model.parameters())]
+        result["grads"] = grads
+        opt.hook.close()
+
+
+class AdamStepScaleTest(unittest.TestCase):
+    """The one call scales each rank's Adam step by sqrt(world size): each rank's
+    second moment is of a batch P times smaller than the average's (docs/ddp-hook.md)."""
+
+    def run_step(self, **kwargs):
+        return spawn_world(functools.partial(adam_worker, kwargs=kwargs), 2)
+
+    def check(self, results, scale):
+        for res in results:
+            self.assertEqual(res["scale"], scale)
+            g0, g1 = res["grads"]
+            for avg, a, b in zip(res["avg"], g0, g1):
+                # Adam's first step is g / (|g| + eps) on each rank (m_hat = g, v_hat = g^2).
+                own = (a / (a.abs() + 1e-8) + b / (b.abs() + 1e-8)) / 2
+                np.testing.assert_allclose(avg.numpy(), scale * own.numpy(), rtol=2e-5,
+                                           atol=2e-6)
+        for x, y in zip(results[0]["avg"], results[1]["avg"]):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+    def test_sqrt_world_by_default(self):
+        self.check(self.run_step(), math.sqrt(2))
+
+    def test_one_turns_it_off(self):
+        self.check(self.run_step(local_step_scale=1.0), 1.0)
+
+    def test_refused_with_sgd_and_with_a_dense_warmup(self):
+        from adacomp.torch.settings import Settings
+        with self.assertRaisesRegex(ValueError, "goes with local_optimizer 'adam'"):
+            Settings.of(local_optimizer="sgd", local_step_scale=2.0)
+        with self.assertRaisesRegex(ValueError, "1-bit Adam"):
+            Settings.of(local_optimizer="adam", local_step_scale=2.0, dense_warmup_steps=5)
+        for bad in (0.0, -1.0, float("nan"), float("inf"), True):
+            with self.assertRaisesRegex(ValueError, "local_step_scale must be"):
+                Settings.of(local_optimizer="adam", local_step_scale=bad)
 
 
 if __name__ == "__main__":

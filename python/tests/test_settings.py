@@ -80,7 +80,10 @@ class SettingsTest(OneProcessGroupTest):
         self.assertEqual(adt.Settings.of(auto=True).auto, adt.AutoSettings())
         self.assertEqual(set(adt.Settings.names()), set(adt.Settings().flat()) | {
             "local_optimizer", "momentum", "betas", "eps", "local_weight_decay",
-            "local_clip_norm", "local_mask", "auto_options"})
+            "local_clip_norm", "local_mask", "local_step_scale", "auto_options"})
+        scaled = adt.Settings.of(local_optimizer="adam", local_step_scale=2.0)
+        self.assertEqual(scaled.local.step_scale, 2.0)
+        self.assertEqual(adt.Settings.of(**scaled.flat()), scaled)
         nomask = adt.Settings.of(local_optimizer="sgd", local_mask=False)
         self.assertFalse(nomask.local.mask)
         self.assertEqual(adt.Settings.of(**nomask.flat()), nomask)

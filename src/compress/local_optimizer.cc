@@ -34,7 +34,7 @@ void MomentumLoop(size_t n, const float* __restrict u0, const float* __restrict 
 }
 
 struct AdamConstants {
-  float b1, c1, b2, c2, bc1, bc2, eps;
+  float b1, c1, b2, c2, bc1, bc2, eps, scale;
 };
 
 // Adam's moments and step; m0 and v0 null: no moments yet (zero). frozen:
@@ -57,6 +57,10 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
     m[i] = mi;
     v[i] = vi;
     d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
+  }
+  if (k.scale != 1.0f) {
+    const float s = k.scale;
+    for (size_t i = 0; i < n; ++i) d[i] = s * d[i];
   }
 }
 
@@ -82,6 +86,18 @@ Status LocalOptimizerSettings::Validate() const {
   }
   if (freeze_second_moment_after < 0) {
     return Status::InvalidArgument("local optimizer: freeze_second_moment_after must be >= 0");
+  }
+  if (!(adam_step_scale > 0 && Finite(adam_step_scale))) {
+    return Status::InvalidArgument("local optimizer: adam_step_scale must be finite and > 0, not " +
+                                   std::to_string(adam_step_scale));
+  }
+  if (adam_step_scale != 1.0 && kind != Kind::kAdam) {
+    return Status::InvalidArgument("local optimizer: adam_step_scale goes with adam");
+  }
+  if (adam_step_scale != 1.0 && freeze_second_moment_after > 0) {
+    return Status::InvalidArgument(
+        "local optimizer: adam_step_scale makes up for each learner's own second moment; a "
+        "frozen one (freeze_second_moment_after) is the average's already");
   }
   if (freeze_second_moment_after > 0 && kind != Kind::kAdam) {
     return Status::InvalidArgument(
@@ -167,7 +183,8 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
                         static_cast<float>(1.0 - s_.beta2),
                         static_cast<float>(1.0 - std::pow(s_.beta1, step)),
                         static_cast<float>(1.0 - std::pow(s_.beta2, t_v)),
-                        static_cast<float>(s_.eps)};
+                        static_cast<float>(s_.eps),
+                        static_cast<float>(s_.adam_step_scale)};
   const bool started = t.steps > 0;
   AdamLoop(c, n, started ? t.first.data() : nullptr, started ? t.second.data() : nullptr, g, frozen,
            t.next_first.data(), t.next_second.data(), t.step.data());

@@ -294,6 +294,111 @@ TEST(LocalOptimizer, RefusesWhatItCannotDoAndChangesNothing) {
   EXPECT_EQ(adam->Prepare(0, g, w, 0.1).status().code(), StatusCode::kInvalidArgument);
 }
 
+// adam_step_scale multiplies d after it is rounded: the same moments, and
+// each step's bits those of s x d.
+TEST(LocalOptimizer, AdamStepScaleMultipliesTheStepOnly) {
+  const size_t n = 40;
+  LocalOptimizerSettings scaled = Adam(0.9, 0.99, 1e-8);
+  scaled.adam_step_scale = 2.0;
+  auto a = Make(Adam(0.9, 0.99, 1e-8), {n});
+  auto b = Make(scaled, {n});
+  std::mt19937 rng(5);
+  for (int t = 1; t <= 5; ++t) {
+    const std::vector<float> g = Gradient(rng, n);
+    auto da = a->Prepare(0, g);
+    auto db = b->Prepare(0, g);
+    ASSERT_TRUE(da.ok() && db.ok());
+    for (size_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(SameBits(db.value()[j], 2.0f * da.value()[j])) << "t " << t << " j " << j;
+    }
+    a->Commit();
+    b->Commit();
+    for (size_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(SameBits(a->first(0)[j], b->first(0)[j]));
+      EXPECT_TRUE(SameBits(a->second(0)[j], b->second(0)[j]));
+    }
+  }
+  for (double bad : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    LocalOptimizerSettings s = Adam(0.9, 0.99, 1e-8);
+    s.adam_step_scale = bad;
+    EXPECT_FALSE(LocalOptimizer::Create(s).ok()) << bad;
+  }
+  LocalOptimizerSettings sgd = Sgd(0.9);
+  sgd.adam_step_scale = 2.0;
+  EXPECT_FALSE(LocalOptimizer::Create(sgd).ok());
+  LocalOptimizerSettings frozen = Adam(0.9, 0.99, 1e-8, 3);
+  frozen.adam_step_scale = 2.0;
+  EXPECT_FALSE(LocalOptimizer::Create(frozen).ok());
+}
+
+// Why the DDP hook's one call scales by sqrt(P): P learners, each with its
+// own Adam, whose steps are averaged, against Adam (in double, written here)
+// on the averaged gradient. Where each gradient is mostly batch noise, the
+// average of the learners' steps is about 1/sqrt(P) of Adam's on the
+// average, and sqrt(P) gives it back; where the learners' gradients agree
+// (no noise), the scale overshoots by sqrt(P).
+TEST(LocalOptimizer, AdamStepScaleSqrtPMatchesAdamOnTheAverageWhereNoiseDominates) {
+  const int P = 4, T = 300;
+  const size_t n = 64;
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (const double noise : {1.0, 0.0}) {
+    std::vector<std::unique_ptr<LocalOptimizer>> own, scaled;
+    LocalOptimizerSettings s = Adam(b1, b2, eps);
+    for (int r = 0; r < P; ++r) own.push_back(Make(s, {n}));
+    s.adam_step_scale = std::sqrt(double(P));
+    for (int r = 0; r < P; ++r) scaled.push_back(Make(s, {n}));
+    std::vector<double> m(n, 0.0), v(n, 0.0);
+    std::mt19937 rng(11);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<double> signal(n);
+    for (auto& x : signal) x = 0.1 * normal(rng);
+    double sq_own = 0, sq_scaled = 0, sq_ref = 0;
+    for (int t = 1; t <= T; ++t) {
+      std::vector<std::vector<float>> g(P, std::vector<float>(n));
+      std::vector<double> avg(n, 0.0);
+      for (int r = 0; r < P; ++r) {
+        for (size_t j = 0; j < n; ++j) {
+          g[r][j] = static_cast<float>(signal[j] + noise * normal(rng));
+          avg[j] += double(g[r][j]) / P;
+        }
+      }
+      std::vector<double> mean_own(n, 0.0), mean_scaled(n, 0.0);
+      for (int r = 0; r < P; ++r) {
+        auto d1 = own[r]->Prepare(0, g[r]);
+        auto d2 = scaled[r]->Prepare(0, g[r]);
+        ASSERT_TRUE(d1.ok() && d2.ok());
+        for (size_t j = 0; j < n; ++j) {
+          mean_own[j] += double(d1.value()[j]) / P;
+          mean_scaled[j] += double(d2.value()[j]) / P;
+        }
+        own[r]->Commit();
+        scaled[r]->Commit();
+      }
+      for (size_t j = 0; j < n; ++j) {
+        m[j] = b1 * m[j] + (1 - b1) * avg[j];
+        v[j] = b2 * v[j] + (1 - b2) * avg[j] * avg[j];
+        const double ref =
+            (m[j] / (1 - std::pow(b1, t))) / (std::sqrt(v[j] / (1 - std::pow(b2, t))) + eps);
+        if (t > T / 2) {
+          sq_ref += ref * ref;
+          sq_own += mean_own[j] * mean_own[j];
+          sq_scaled += mean_scaled[j] * mean_scaled[j];
+        }
+      }
+    }
+    const double own_ratio = std::sqrt(sq_own / sq_ref);
+    const double scaled_ratio = std::sqrt(sq_scaled / sq_ref);
+    if (noise > 0) {
+      EXPECT_LT(own_ratio, 0.7) << "noise-dominated: each learner's own steps are smaller";
+      EXPECT_GT(scaled_ratio, 0.85);
+      EXPECT_LT(scaled_ratio, 1.25);
+    } else {
+      EXPECT_NEAR(own_ratio, 1.0, 1e-4) << "the same gradient everywhere: Adam itself";
+      EXPECT_NEAR(scaled_ratio, 2.0, 2e-4);
+    }
+  }
+}
+
 // A frame of a codec that keeps no residue carried the whole step: SGD masks
 // nothing for it (dense, TernGrad), though its values are non-zero, and masks
 // every carried element of a codec with a residue (onebit: all of them).

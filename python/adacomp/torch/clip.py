@@ -6,8 +6,9 @@ and what DDP leaves in .grad after backward is the averaged *step*, not a
 gradient: clipping it would be another algorithm, silently. So the call is taken
 over: it clips each rank's own gradient at max_norm before the moments, over the
 whole gradient (defer.py), from the next step on (this step's local steps were
-made already; said once in a warning), changes nothing in .grad, and returns this
-rank's gradient norm of the step. Other parameters go to torch's function.
+made already; said once in a warning; Adam's moments of a first step, whose step
+a clip does not change, are clipped then and there), changes nothing in .grad,
+and returns this rank's gradient norm of the step. Other parameters go to torch's function.
 
 The function is replaced in torch.nn.utils and torch.nn.utils.clip_grad when the
 first such optimizer is made. A script that bound torch's function to a name of

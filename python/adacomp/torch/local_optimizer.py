@@ -73,10 +73,11 @@ class _LocalOptimizer:
         self.betas = tuple(float(b) for b in local.betas)
         self.eps = float(local.eps)
         self.freeze_after = freeze_after
+        self.step_scale = float(local.step_scale)
         # The library's optimizer (adacomp/local_optimizer.h); its settings' check
         # (ValueError) is the one for momentum, betas and eps.
         self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
-                                            self.eps, freeze_after)
+                                            self.eps, freeze_after, self.step_scale)
         # id(parameter) -> the weight decay added to its gradient before the momentum
         # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
         # wd: a number, or a torch parameter group whose "weight_decay" is read at each
@@ -124,6 +125,8 @@ class _LocalOptimizer:
         out = {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
         if self.freeze_after:
             out["second_moment_frozen_after"] = self.freeze_after
+        if self.step_scale != 1.0:
+            out["step_scale"] = self.step_scale
         return out
 
     def prepare(self, e, grad):

@@ -18,11 +18,21 @@ call, takes effect; gradient accumulation (no_sync, require_backward_grad_sync)
 and zero_grad(set_to_none=True) work as without the hook. clip_grad_norm_ after
 backward clips each rank's own gradient (clip.py). state_dict() carries this
 rank's hook state; gathered_state_dict() every rank's, for a checkpoint that
-rank 0 alone writes."""
+rank 0 alone writes.
+
+Adam and AdamW run on each rank with their steps scaled by sqrt(P), P the world
+size (local_step_scale). Each rank's second moment is of its own batch, P times
+smaller than the average's; where batch noise dominates it is up to P times the
+averaged gradient's, so the average of the ranks' steps would be up to sqrt(P)
+times smaller than the optimizer's on the averaged gradient (the script's learning
+rate then acts as a smaller one). Where the ranks' gradients agree the scale
+overshoots by up to sqrt(P); local_step_scale=1.0 turns it off."""
 
 import collections
+import math
 import warnings
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -111,6 +121,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._bind()
         self._hook_for_profile()
         settings.setdefault("process_group", ddp_model.process_group)
+        if self.local and kind == "adam" and "local_step_scale" not in settings:
+            base = settings.get("settings")
+            warmup = settings.get("dense_warmup_steps",
+                                  base.schedule.dense_warmup_steps if base else 0)
+            chosen = base is not None and base.local is not None and base.local.step_scale != 1
+            if not warmup and not chosen:  # after a dense warm-up v is the average's
+                world = torch.distributed.get_world_size(settings["process_group"])
+                found["local_step_scale"] = math.sqrt(world)
         self.hook = AdaCompState(model=ddp_model.module, **settings,
                                  **(found if self.local else {}))
         self.hook.track_usage(ddp_model)
@@ -183,6 +201,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError(f"clip_grad_norm_: max_norm must be a finite number > 0 here, "
                              f"not {max_norm}")
         local = self.hook._local
+        if not self.hook.clip_whole and self.kind == "adam":
+            self._clip_first_moments(max_norm)
         if local.clip_norm != max_norm and not self._warned_clip:
             self._warned_clip = True
             warnings.warn(
@@ -194,6 +214,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.hook.clip_whole = True
         norm = local.last_norm
         return torch.tensor(float("nan") if norm is None else norm)
+
+    def _clip_first_moments(self, max_norm):
+        """Adam, the script's first clip call at the run's first step: the step's
+        moments are made the clipped gradient's. With no moments before, m = (1 - b1) g
+        and v = (1 - b2) g^2, so clipping g by a factor f makes them f m and f^2 v, while
+        the step d = m_hat / (sqrt(v_hat) + eps) already sent is the same (to eps).
+        Without this the unclipped first gradient (often 10x the clip at
+        initialization) would dominate the second moment for a hundred steps and the
+        first moment for tens, as torch's Adam after a clip never lets it."""
+        state = self.hook
+        state.wait_idle()  # the step's moments are committed
+        local = state._local
+        norm = local.last_norm
+        if local.steps != 1 or norm is None:
+            return
+        f = min(1.0, max_norm / (norm + 1e-6))
+        if f >= 1.0:
+            return
+        opt = local.opt
+        for k in local._index.values():
+            if opt.started(k) and tuple(opt.counts(k)) == (1, 1):
+                first, second = opt.first(k), opt.second(k)
+                opt.set_moments(k, first * np.float32(f), second * np.float32(f * f), 1, 1)
 
     def add_param_group(self, param_group):
         raise NotImplementedError("DistributedOptimizer: the hook serves the parameters it "

@@ -112,8 +112,11 @@ class LocalSettings:
     momentum (sgd), betas and eps (adam), weight_decay: [(parameters, decay)] added
     inside SGD's velocity, clip_norm (> 0): each rank's gradient clipped before the
     moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
-    velocity goes on, and each gradient's whole momentum is sent in time). Made by
-    split_optimizer() or DistributedOptimizer from a torch optimizer."""
+    velocity goes on, and each gradient's whole momentum is sent in time), step_scale
+    (adam): each rank's Adam step multiplied by it before compression (1: Adam's own
+    step; DistributedOptimizer: sqrt(world size), as each rank's second moment is of a
+    batch world size times smaller than the average's). Made by split_optimizer() or
+    DistributedOptimizer from a torch optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
     betas: tuple = (0.9, 0.999)
@@ -121,6 +124,7 @@ class LocalSettings:
     weight_decay: Optional[list] = None
     clip_norm: float = 0.0
     mask: bool = True
+    step_scale: float = 1.0
 
     def __post_init__(self):
         if self.kind not in ("sgd", "adam"):
@@ -129,6 +133,12 @@ class LocalSettings:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (
                 c >= 0 and math.isfinite(c)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {c!r}")
+        k = self.step_scale
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not (
+                k > 0 and math.isfinite(k)):
+            raise ValueError(f"local_step_scale must be a finite number > 0, not {k!r}")
+        if k != 1 and self.kind != "adam":
+            raise ValueError("local_step_scale goes with local_optimizer 'adam'")
         if not isinstance(self.mask, bool):
             raise ValueError(f"local_mask must be True or False, not {self.mask!r}")
         object.__setattr__(self, "betas", tuple(self.betas))
@@ -165,6 +175,11 @@ class Settings:
                                       or self.codec.codec == "dense"):
             raise ValueError("auto chooses between dense and a codec by itself: not with "
                              "codec 'dense' or dense_warmup_steps")
+        if (self.local is not None and self.local.step_scale != 1
+                and self.schedule.dense_warmup_steps):
+            raise ValueError("local_step_scale makes up for each rank's own second moment; "
+                             "after dense_warmup_steps local Adam's second moment is the "
+                             "average's (1-bit Adam): not both")
 
     # The flat keyword arguments of AdaCompState, and where each lives.
     _FLAT = {
@@ -174,7 +189,7 @@ class Settings:
         "local_optimizer": ("local", "kind"), "momentum": ("local", "momentum"),
         "betas": ("local", "betas"), "eps": ("local", "eps"),
         "local_weight_decay": ("local", "weight_decay"), "local_clip_norm": ("local", "clip_norm"),
-        "local_mask": ("local", "mask"),
+        "local_mask": ("local", "mask"), "local_step_scale": ("local", "step_scale"),
         "auto": ("auto", None), "auto_options": ("auto", "*"),
         "max_failed_steps": ("max_failed_steps", None),
     }
@@ -209,6 +224,8 @@ class Settings:
                                  "the averaged gradient the hook returns, as without the hook)")
             if local_args.get("mask") is False:
                 raise ValueError("local_mask goes with local_optimizer 'sgd'")
+            if local_args.get("step_scale", 1) != 1:
+                raise ValueError("local_step_scale goes with local_optimizer 'adam'")
             local = None
         else:
             start = base.local if base.local is not None else LocalSettings(kind=kind)
@@ -235,7 +252,8 @@ class Settings:
             out.update(local_optimizer=self.local.kind, momentum=self.local.momentum,
                        betas=self.local.betas, eps=self.local.eps,
                        local_weight_decay=self.local.weight_decay,
-                       local_clip_norm=self.local.clip_norm, local_mask=self.local.mask)
+                       local_clip_norm=self.local.clip_norm, local_mask=self.local.mask,
+                       local_step_scale=self.local.step_scale)
         out["auto"] = self.auto is not None
         if self.auto is not None:
             out["auto_options"] = self.auto.options()
