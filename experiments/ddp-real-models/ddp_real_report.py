@@ -46,6 +46,11 @@ LABELS = {
     "adacomp-one-lr2": "AdaComp, the one call, 2x lr",
     "adacomp-one-unscaled": "AdaComp, the one call, Adam's step not scaled",
     "adacomp-one-unscaled-lr2": "AdaComp, the one call, Adam's step not scaled, 2x lr",
+    # Runs of the one call as it was at commit 38b6a29 (Adam's step not scaled, and the
+    # moments of its first step made of the unclipped gradient); check that commit out
+    # and run adacomp-one (with --lr 2e-3 for -lr2) to make them again.
+    "adacomp-one-38b6a29": "AdaComp, the one call at 38b6a29 (not scaled, first step unclipped)",
+    "adacomp-one-38b6a29-lr2": "AdaComp, the one call at 38b6a29, 2x lr",
     "none-lrhalf": "no hook, half the lr",
     "adacomp-one-lrhalf": "AdaComp, the one call, half the lr",
 }
@@ -59,7 +64,7 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
                           "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
-                          "tab:cyan", "dimgray", "tab:green")))
+                          "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange")))
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
