@@ -25,7 +25,7 @@ import adacomp.torch
 from ddp_test_util import gloo_rank, spawn_world
 
 WORLD, ITERS, CKPT_AT, ACCUM, VOCAB, CTX = 2, 12, 6, 2, 64, 16
-CLIP = 0.5
+CLIP = 0.4
 
 
 class TinyGPT(nn.Module):
