@@ -330,6 +330,22 @@ class GptLocalOptimizerTest(RealModelCase, unittest.TestCase):
                  "--dense-warmup-steps", "2")
 
 
+class AdamStepScaleOptionTest(unittest.TestCase):
+    """--adam-step-scale: refused without Adam on each rank, or when not a number > 0,
+    before any rank starts."""
+
+    def test_refusals(self):
+        for args, says in ((["--hook", "adacomp", "--adam-step-scale", "2"],
+                            "goes with --local-optimizer or --one-call"),
+                           (["--hook", "adacomp", "--one-call", "--adam-step-scale", "0"],
+                            "finite number > 0"),
+                           (["--hook", "adacomp", "--one-call", "--adam-step-scale", "nan"],
+                            "finite number > 0")):
+            proc = run_example("ddp_gpt.py", args)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn(says, proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
 
