@@ -58,7 +58,7 @@ HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
 # curves enough).
 NOT_DRAWN = ("adacomp-l8", "adacomp-l16", "adacomp-local-lr2", "none-lr2",
-             "adacomp-local-clip-lr2-l100", "adacomp-one-38b6a29-lr2")
+             "adacomp-local-clip-lr2-l100", "adacomp-one-38b6a29-lr2", "adacomp-one-lr2")
 COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:brown",
                           "tab:blue", "tab:cyan", "tab:purple", "tab:green", "tab:pink",
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
