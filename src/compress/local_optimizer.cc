@@ -42,7 +42,8 @@ struct AdamConstants {
 void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
               const float* __restrict v0, const float* __restrict g, bool frozen,
               float* __restrict m, float* __restrict v, float* __restrict d) {
-  const float b1 = k.b1, c1 = k.c1, b2 = k.b2, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, e = k.eps;
+  const float b1 = k.b1, c1 = k.c1, b2 = k.b2, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, e = k.eps,
+              s = k.scale;
   if (frozen) {
     for (size_t i = 0; i < n; ++i) {
       const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
@@ -56,11 +57,8 @@ void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
     const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
     m[i] = mi;
     v[i] = vi;
-    d[i] = (mi / bc1) / (std::sqrt(vi / bc2) + e);
-  }
-  if (k.scale != 1.0f) {
-    const float s = k.scale;
-    for (size_t i = 0; i < n; ++i) d[i] = s * d[i];
+    // x * 1.0f is x's own bits, so the unscaled step stays as documented.
+    d[i] = s * ((mi / bc1) / (std::sqrt(vi / bc2) + e));
   }
 }
 

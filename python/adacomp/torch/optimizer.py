@@ -229,8 +229,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         norm = local.last_norm
         if local.steps != 1 or norm is None:
             return
-        f = min(1.0, max_norm / (norm + 1e-6))
-        if f >= 1.0:
+        f = max_norm / (norm + 1e-6)
+        if f >= 1.0:  # not clipped
             return
         opt = local.opt
         for k in local._index.values():
