@@ -82,6 +82,8 @@ class SpeedChooser {
   double dense_seconds() const { return ref_[0]; }
   double codec_seconds() const { return ref_[1]; }
   bool settled() const { return settled_; }
+  // Decide() has been called (in this run or in the one whose state was loaded).
+  bool started() const { return started_; }
 
   std::vector<uint8_t> SaveState() const;
   // Leaves the state unchanged on error (InvalidArgument or Corruption).

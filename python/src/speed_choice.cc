@@ -31,6 +31,7 @@ void AddSpeedChoiceBindings(py::module_& m) {
       .def("decide", [](SpeedChooser& c) { return std::string(StepModeName(c.Decide())); })
       .def("record", &SpeedChooser::Record, py::arg("seconds"))
       .def_property_readonly("note", &SpeedChooser::note)
+      .def_property_readonly("started", &SpeedChooser::started)
       .def_property_readonly("dense_seconds", &SpeedChooser::dense_seconds)
       .def_property_readonly("codec_seconds", &SpeedChooser::codec_seconds)
       .def("save_state",

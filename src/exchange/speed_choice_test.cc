@@ -251,6 +251,7 @@ TEST(SpeedChooser, ASavedStateDecidesAsTheUninterruptedOne) {
       const std::vector<uint8_t> saved = first.SaveState();
       ASSERT_TRUE(second.LoadState(saved).ok());
       EXPECT_EQ(second.SaveState(), saved);
+      EXPECT_EQ(second.started(), cut > 0);  // the hook's auto asks it
       for (int s = cut; s < 30; ++s) {
         a.push_back(second.Decide());
         if (!lagged) second.Record(times(a[s], s));

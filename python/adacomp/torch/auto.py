@@ -42,7 +42,6 @@ class _Auto:
         # The last step's time as posted at this step's start: (all_gather work, its
         # outputs), or a float once read (and with one rank), or None.
         self.agreeing = None
-        self.decided = False    # a step was decided (this run or the saved one)
         self.timed = False      # the last step was applied (its time counts)
         self.folded = {}        # id(entry) -> entry: residues a dense step sent
         # id(entry) of residues a dense step emptied and no compression has filled
@@ -64,15 +63,15 @@ class _Auto:
             self.agreeing = None
         world = state._world()
         # (the run's first step: no step before it awaits a time)
-        if self.decided and world > 1:
+        decided = self.chooser.started  # a step was decided (this run or the saved one)
+        if decided and world > 1:
             t = torch.tensor([mine], dtype=torch.float64)
             out = [torch.empty(1, dtype=torch.float64) for _ in range(world)]
             work = dist.all_gather(out, t, group=state.process_group, async_op=True)
             self.agreeing = (work, out)
-        elif self.decided:
+        elif decided:
             self.agreeing = mine
         self.mode = self.chooser.decide()
-        self.decided = True
         self.note = self.chooser.note
         if self.note:
             self.choices.append(f"step {step + 1}: {self.note}")
@@ -123,7 +122,7 @@ class _Auto:
 
     def save(self):
         agreed = self._agreed() if self.agreeing is not None else None
-        return {"chooser": self.chooser.save_state(), "agreed": agreed, "decided": self.decided,
+        return {"chooser": self.chooser.save_state(), "agreed": agreed,
                 "dense_steps": self.dense_steps,
                 "codec_steps": self.codec_steps, "choices": list(self.choices)}
 
@@ -140,5 +139,4 @@ class _Auto:
         self.choices = list(saved["choices"])
         agreed = saved.get("agreed")  # (states saved before the lag have none)
         self.agreeing = None if agreed is None else float(agreed)
-        self.decided = bool(saved.get("decided", self.dense_steps + self.codec_steps > 0))
         self.started, self.timed, self.folded, self.empty = None, False, {}, set()
