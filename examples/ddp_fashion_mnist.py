@@ -70,9 +70,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # LAYER_TYPES, the types it accepts, are the hook's.
 from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes,  # noqa: E402,F401
                         mean, median, read_idx)
-from ddp_hooks import (add_ramp_and_local_args, local_title, one_call_title,  # noqa: E402
-                       ramp_and_local_kwargs, ramp_title, register_adacomp, register_torch_hook,
-                       time_the_hook)
+from ddp_hooks import (add_ramp_and_local_args, check_ramp_and_local_args,  # noqa: E402
+                       local_title, one_call_title, ramp_and_local_kwargs, ramp_title,
+                       register_adacomp, register_torch_hook, time_the_hook)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -459,17 +459,9 @@ def main():
     args = ap.parse_args()
     if (args.no_overlap or args.alternate_overlap) and args.hook != "adacomp":
         ap.error("--no-overlap and --alternate-overlap apply to --hook adacomp only")
-    if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
-        ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
-                 "chooses where the optimizer runs)")
-    if args.no_mask and not (args.local_optimizer or args.one_call):
-        ap.error("--no-mask goes with --local-optimizer or --one-call")
-    if args.adam_step_scale is not None:
-        ap.error("--adam-step-scale goes with Adam; this example's optimizer is SGD")
-    if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
-        ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
-    if args.eval_every < 0 or args.ramp_steps < 0:
-        ap.error("--eval-every and --ramp-steps must not be negative")
+    check_ramp_and_local_args(ap, args, adam=False)
+    if args.eval_every < 0:
+        ap.error("--eval-every must not be negative")
     if args.no_overlap and args.alternate_overlap:
         ap.error("--no-overlap or --alternate-overlap, not both")
     if args.hook == "powersgd" and args.powersgd_start_iter < 2:

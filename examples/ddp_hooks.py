@@ -170,6 +170,29 @@ def add_ramp_and_local_args(g):
                         "one DDP bucket, so the norm is the whole gradient's); 0: off")
 
 
+def check_ramp_and_local_args(ap, args, adam=True):
+    """Refuses (ap.error) the combinations of add_ramp_and_local_args' options that do
+    not go together; adam=False: the example's optimizer is SGD."""
+    if (args.local_optimizer or args.ramp_steps) and args.hook != "adacomp":
+        ap.error("--local-optimizer and --ramp-steps apply to --hook adacomp only")
+    if args.ramp_steps < 0:
+        ap.error("--ramp-steps must not be negative")
+    if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
+        ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
+                 "chooses where the optimizer runs)")
+    if args.no_mask and not (args.local_optimizer or args.one_call):
+        ap.error("--no-mask goes with --local-optimizer or --one-call")
+    scale = args.adam_step_scale
+    if scale is not None and not adam:
+        ap.error("--adam-step-scale goes with Adam; this example's optimizer is SGD")
+    if scale is not None and not (args.local_optimizer or args.one_call):
+        ap.error("--adam-step-scale goes with --local-optimizer or --one-call")
+    if scale is not None and not (scale > 0 and math.isfinite(scale)):
+        ap.error("--adam-step-scale is a finite number > 0")
+    if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
+        ap.error("--local-clip is a positive norm, with --local-optimizer")
+
+
 # ----- the hooks ----------------------------------------------------------------------------
 
 

@@ -2,9 +2,7 @@
 launch, hook, schedule length, timing, outputs, checkpoints, failure tests, and
 their checks. Imported through ddp_common."""
 
-import math
-
-from ddp_hooks import add_hook_args
+from ddp_hooks import add_hook_args, check_ramp_and_local_args
 
 
 def add_common_args(ap):
@@ -54,8 +52,6 @@ def add_common_args(ap):
 def check_common_args(ap, args):
     if args.no_overlap and args.hook != "adacomp":
         ap.error("--no-overlap applies to --hook adacomp only")
-    if args.local_optimizer and args.hook != "adacomp":
-        ap.error("--local-optimizer applies to --hook adacomp only")
     if args.dense_warmup_steps and args.hook != "adacomp":
         ap.error("--dense-warmup-steps applies to --hook adacomp only")
     if args.dense_warmup_steps < 0:
@@ -63,18 +59,7 @@ def check_common_args(ap, args):
     if getattr(args, "auto", False) and (args.hook != "adacomp" or args.dense_warmup_steps):
         ap.error("--auto applies to --hook adacomp, without --dense-warmup-steps (it chooses "
                  "dense steps by itself)")
-    if args.one_call and (args.hook != "adacomp" or args.local_optimizer):
-        ap.error("--one-call applies to --hook adacomp, without --local-optimizer (it "
-                 "chooses where the optimizer runs)")
-    if getattr(args, "no_mask", False) and not (args.local_optimizer or args.one_call):
-        ap.error("--no-mask goes with --local-optimizer or --one-call")
-    scale = getattr(args, "adam_step_scale", None)
-    if scale is not None and not (args.local_optimizer or args.one_call):
-        ap.error("--adam-step-scale goes with --local-optimizer or --one-call")
-    if scale is not None and not (scale > 0 and math.isfinite(scale)):
-        ap.error("--adam-step-scale is a finite number > 0")
-    if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
-        ap.error("--local-clip is a positive norm, with --local-optimizer")
+    check_ramp_and_local_args(ap, args)
     if args.resume and not args.checkpoint_dir:
         ap.error("--resume needs --checkpoint-dir")
     if args.resume and args.resume != "latest":

@@ -104,9 +104,16 @@ class RefusedTest(unittest.TestCase):
             p = run(["--hook", "none"] + extra, timeout=60)
             self.assertEqual(p.returncode, 2, extra)
             self.assertIn("apply to --hook adacomp only", p.stderr)
-        p = run(["--eval-every", "-1"], timeout=60)
-        self.assertEqual(p.returncode, 2)
-        self.assertIn("must not be negative", p.stderr)
+        for extra in (["--eval-every", "-1"], ["--ramp-steps", "-1"]):
+            p = run(extra, timeout=60)
+            self.assertEqual(p.returncode, 2, extra)
+            self.assertIn("must not be negative", p.stderr)
+        # The checks the model examples share (examples/ddp_hooks.py).
+        for extra, says in ((["--one-call", "--adam-step-scale", "2"], "optimizer is SGD"),
+                            (["--local-clip", "1"], "with --local-optimizer")):
+            p = run(extra, timeout=60)
+            self.assertEqual(p.returncode, 2, extra)
+            self.assertIn(says, p.stderr)
 
 
 if __name__ == "__main__":
