@@ -30,6 +30,10 @@ EXAMPLE = os.path.join(ROOT, "examples", "ddp_fashion_mnist.py")
 
 HOOKS = ("none", "adacomp")
 SEEDS = (1, 2, 3)
+# Two more seeds for no hook and the one call, masked and not: which of the two the
+# one call uses with SGD is decided on them.
+MORE_SEEDS = (4, 5)
+MORE_SEEDS_TAGS = ("_one", "_one_nomask")
 EPOCHS = 8
 DECAY = (4, 6)
 
@@ -69,6 +73,11 @@ def configs():
     for tag, extra in VARIANTS:
         for seed in SEEDS:
             add("adacomp", seed, tag, extra)
+    for seed in MORE_SEEDS:
+        add("none", seed)
+        for tag, extra in VARIANTS:
+            if tag in MORE_SEEDS_TAGS:
+                add("adacomp", seed, tag, extra)
     return out
 
 
