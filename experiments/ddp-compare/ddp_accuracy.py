@@ -54,18 +54,34 @@ VARIANTS = (
 )
 
 
+# Set-ups the one call was not tuned on (issue: a lower and a higher lr, with and without
+# a schedule): (name, what the report calls it, lr, decay epochs). Each runs no hook and
+# the one call, masked and not, at SETUP_SEEDS.
+SETUPS = (
+    ("lr01", "lr 0.01", 0.01, DECAY),
+    ("lr04", "lr 0.04", 0.04, DECAY),
+    ("flat", "lr 0.02 without decay", 0.02, ()),
+)
+SETUP_SEEDS = (1,)
+SETUP_TAGS = ("_one", "_one_nomask")
+
+
 def configs():
     """The ordered runs: seed 1 of both hooks first, then the other seeds,
     then the variants of the AdaComp hook."""
     out = []
 
-    def add(hook, seed, tag="", extra=()):
-        rid = "ddp_%s_P2_B32_e%d_s%d%s" % (hook, EPOCHS, seed, tag)
-        args = ["--procs", "2", "--batch-size", "32", "--lr", "0.02",
-                "--epochs", str(EPOCHS),
-                "--lr-decay-epochs", ",".join(str(e) for e in DECAY),
-                "--seed", str(seed), "--hook", hook] + list(extra)
-        out.append({"id": rid, "hook": hook, "seed": seed, "tag": tag, "args": args})
+    def add(hook, seed, tag="", extra=(), setup=("", "", 0.02, DECAY)):
+        name, _, lr, decay = setup
+        rid = "ddp_%s_P2_B32_e%d_s%d%s%s" % (hook, EPOCHS, seed, tag,
+                                             "@" + name if name else "")
+        args = ["--procs", "2", "--batch-size", "32", "--lr", "%g" % lr,
+                "--epochs", str(EPOCHS)]
+        if decay:
+            args += ["--lr-decay-epochs", ",".join(str(e) for e in decay)]
+        args += ["--seed", str(seed), "--hook", hook] + list(extra)
+        out.append({"id": rid, "hook": hook, "seed": seed, "tag": tag, "setup": name,
+                    "args": args})
 
     for seed in SEEDS:
         for hook in HOOKS:
@@ -78,6 +94,12 @@ def configs():
         for tag, extra in VARIANTS:
             if tag in MORE_SEEDS_TAGS:
                 add("adacomp", seed, tag, extra)
+    for setup in SETUPS:
+        for seed in SETUP_SEEDS:
+            add("none", seed, setup=setup)
+            for tag, extra in VARIANTS:
+                if tag in SETUP_TAGS:
+                    add("adacomp", seed, tag, extra, setup)
     return out
 
 
@@ -96,7 +118,8 @@ def run_one(cfg, pythonpath, timeout, log):
         log.flush()
         return False
     summary = results.load_and_remove(tmp)
-    summary["run"] = {"id": cfg["id"], "tag": cfg["tag"], "args": cfg["args"],
+    summary["run"] = {"id": cfg["id"], "tag": cfg["tag"], "setup": cfg["setup"],
+                      "args": cfg["args"],
                       "elapsed_seconds": round(elapsed, 1),
                       "finished_utc": results.utc_now()}
     results.keep_result(out, summary, log, cfg["id"], elapsed)

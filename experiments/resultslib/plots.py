@@ -252,7 +252,7 @@ def ddp_plot(plt):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     settings = [("none", "DDP, no hook", "black"), ("adacomp", "DDP, AdaComp hook", "tab:red")]
     colors = ["tab:blue", "tab:green", "tab:purple", "tab:orange"]
-    for i, key in enumerate(sorted(k for k in runs if k.startswith("adacomp_"))):
+    for i, key in enumerate(sorted(k for k in runs if k.startswith("adacomp_") and "@" not in k)):
         settings.append((key, "DDP, AdaComp hook, %s" % ddp_variant_options(runs[key]),
                          colors[i % len(colors)]))
     for hook, label, color in settings:

@@ -141,7 +141,8 @@ def read_metrics(run_id):
 def load_ddp_runs():
     """{setting: [summary, ...] in seed order} from experiments/ddp-compare/data/full/: the
     setting is the hook ("none", "adacomp") followed by the run's variant tag
-    (experiments/ddp-compare/ddp_accuracy.py VARIANTS), e.g. "adacomp_fc250"."""
+    (experiments/ddp-compare/ddp_accuracy.py VARIANTS), e.g. "adacomp_fc250", and for a
+    run on another set-up (ddp_accuracy.py SETUPS) "@" and its name: "none@lr01"."""
     out = {}
     if not os.path.isdir(DDP_DIR):
         return out
@@ -149,7 +150,9 @@ def load_ddp_runs():
         if name.endswith(".json"):
             with open(os.path.join(DDP_DIR, name)) as f:
                 r = json.load(f)
-            out.setdefault(r["hook"] + r.get("run", {}).get("tag", ""), []).append(r)
+            run = r.get("run", {})
+            key = r["hook"] + run.get("tag", "") + ("@" + run["setup"] if run.get("setup") else "")
+            out.setdefault(key, []).append(r)
     for rs in out.values():
         rs.sort(key=lambda r: r.get("seed", 0))
     return out
