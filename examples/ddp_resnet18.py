@@ -30,7 +30,8 @@ function of the step alone and a checkpoint's data position is its step.
 
 Optimiser: SGD with momentum 0.9 and weight decay (conv and fc weights only),
 lr --lr with a linear warm-up over --warmup-frac of the steps, then a cosine
-decay to 0 at the last step (LambdaLR, stepped once per step).
+decay to --lr-floor x --lr (default 0) at the last step (LambdaLR, stepped once per
+step); --lr-floor 1 --warmup-frac 0 keeps the lr constant.
 
 Evaluations (at the start, every --eval-every steps and at the end): loss and
 accuracy over the first --eval-images test images, each rank scoring its share.
@@ -121,11 +122,13 @@ class ResNetTask:
     def config(self, args):
         return {"model": "resnet18-cifar-stem", "width": args.width,
                 "train_limit": args.train_limit, "lr": args.lr,
-                "weight_decay": args.weight_decay, "warmup_frac": args.warmup_frac}
+                "weight_decay": args.weight_decay, "warmup_frac": args.warmup_frac,
+                "lr_floor": args.lr_floor}
 
     def describe(self, args):
         return (f"SGD lr {args.lr} momentum 0.9 weight decay {args.weight_decay}, warm-up "
-                f"{self._warmup(args)} steps then cosine; Fashion-MNIST padded to 32x32x3, "
+                f"{self._warmup(args)} steps then cosine to {args.lr_floor:g} x lr; "
+                f"Fashion-MNIST padded to 32x32x3, "
                 f"{self.x_train.shape[0]} training images, {self.steps_per_epoch(args)} "
                 f"steps/epoch; eval on {self.x_test.shape[0]} test images")
 
@@ -156,7 +159,7 @@ class ResNetTask:
         opt = torch.optim.SGD([{"params": decay, "weight_decay": args.weight_decay},
                                {"params": rest, "weight_decay": 0.0}],
                               lr=args.lr, momentum=0.9)
-        return opt, ddp_common.WarmupCosine(self._warmup(args), total)
+        return opt, ddp_common.WarmupCosine(self._warmup(args), total, args.lr_floor)
 
     def batch(self, step, rank, world, args):
         spe = self.steps_per_epoch(args)
@@ -209,6 +212,9 @@ def main():
                    help="steps of the schedule (default: --epochs epochs)")
     g.add_argument("--batch-size", type=int, default=32, help="per process")
     g.add_argument("--lr", type=float, default=0.05)
+    g.add_argument("--lr-floor", type=float, default=0.0,
+                   help="the cosine ends at this fraction of --lr (1 with --warmup-frac 0: "
+                        "a constant lr)")
     g.add_argument("--weight-decay", type=float, default=5e-4)
     g.add_argument("--warmup-frac", type=float, default=0.05,
                    help="linear lr warm-up over this fraction of the steps")

@@ -57,6 +57,7 @@ MODELS = {
         # The speed runs' evaluations are cut to a token size (only the steps count).
         "speed_args": ["--eval-images", "256"],
         "metric": "accuracy",
+        "lr": 0.05,  # the example's --lr default (the schedule's peak)
     },
     "gpt": {
         "script": "ddp_gpt.py",
@@ -65,6 +66,7 @@ MODELS = {
                  "--eval-windows", "64", "--log-every", "10"],
         "speed_args": ["--eval-windows", "8"],
         "metric": "loss",
+        "lr": 1e-3,  # the example's --lr default
     },
 }
 # The same ResNet-18 run twice as long: does the gap to no hook shrink with the
@@ -97,7 +99,7 @@ HOOKS = {
     # how much of the local optimizer's deficit is the clip's.
     "none-noclip": ["--hook", "none", "--clip", "0"],
     # No hook at the lr adacomp-local-clip-lr2 uses: is 2e-3 simply a better lr here?
-    "none-lr2": ["--hook", "none", "--lr", "2e-3"],
+    "none-lr2": ["--hook", "none", "--lr", "{2lr}"],
     # The local optimizer with the GPT's clip inside the hook: each rank clips its own
     # gradient (the model in one bucket) before its moments.
     "adacomp-local-clip": ["--hook", "adacomp", "--local-optimizer", "--local-clip", "1.0"],
@@ -128,16 +130,21 @@ HOOKS = {
     # The GPT's one call at twice the script's lr: each rank's Adam divides by the
     # second moment of its own batch, 4x smaller than the average's; where batch noise
     # dominates its steps are up to sqrt(4) = 2x smaller than Adam's on the average.
-    "adacomp-one-lr2": ["--hook", "adacomp", "--one-call", "--lr", "2e-3"],
+    "adacomp-one-lr2": ["--hook", "adacomp", "--one-call", "--lr", "{2lr}"],
     # The one call as it was before it scaled local Adam's step by sqrt(world size)
     # (local_step_scale 1): each rank's own Adam step, at the script's lr and at 2x.
     "adacomp-one-unscaled": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "1"],
     "adacomp-one-unscaled-lr2": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "1",
                                  "--lr", "2e-3"],
-    # The GPT at half the script's lr, no hook and the one call (a set-up the one
-    # call's step scale was not chosen on).
-    "none-lrhalf": ["--hook", "none", "--lr", "5e-4"],
-    "adacomp-one-lrhalf": ["--hook", "adacomp", "--one-call", "--lr", "5e-4"],
+    # Half the script's lr, no hook and the one call (a set-up the one call was not
+    # chosen on).
+    "none-lrhalf": ["--hook", "none", "--lr", "{lr/2}"],
+    "adacomp-one-lrhalf": ["--hook", "adacomp", "--one-call", "--lr", "{lr/2}"],
+    # Without a schedule: the script's lr from the first step to the last (no warm-up,
+    # no cosine), no hook and the one call.
+    "none-flat": ["--hook", "none", "--lr-floor", "1", "--warmup-frac", "0"],
+    "adacomp-one-flat": ["--hook", "adacomp", "--one-call", "--lr-floor", "1",
+                         "--warmup-frac", "0"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -188,16 +195,18 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
          "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask",
          "adacomp-one-lr2", "adacomp-one-unscaled", "adacomp-one-unscaled-lr2", "none-lrhalf",
-         "adacomp-one-lrhalf")
+         "adacomp-one-lrhalf", "none-flat", "adacomp-one-flat")
 PROCS = 4
 
 
 def hook_args(hook, model):
     """The example's options for `hook` on `model` ({third}, {half}, {tenth}: that part of
-    its steps)."""
+    its steps; {2lr}, {lr/2}: twice and half its script's lr)."""
     steps = int(MODELS[model]["args"][MODELS[model]["args"].index("--steps") + 1])
+    lr = MODELS[model]["lr"]
     return [a.replace("{third}", str(steps // 3)).replace("{half}", str(steps // 2))
-            .replace("{tenth}", str(steps // 10)) for a in HOOKS[hook]]
+            .replace("{tenth}", str(steps // 10)).replace("{2lr}", "%g" % (2 * lr))
+            .replace("{lr/2}", "%g" % (lr / 2)) for a in HOOKS[hook]]
 
 
 def machine():

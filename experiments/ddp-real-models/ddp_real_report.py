@@ -53,6 +53,8 @@ LABELS = {
     "adacomp-one-38b6a29-lr2": "AdaComp, the one call at 38b6a29, 2x lr",
     "none-lrhalf": "no hook, half the lr",
     "adacomp-one-lrhalf": "AdaComp, the one call, half the lr",
+    "none-flat": "no hook, constant lr",
+    "adacomp-one-flat": "AdaComp, the one call, constant lr",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -64,7 +66,8 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:red", "gold", "navy", "gray", "gray", "gray", "magenta",
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
                           "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
-                          "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange")))
+                          "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange",
+                          "slategray", "indianred")))
 COLORS["adacomp-one"] = "darkred"  # (tab:red is the local optimizer's)
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
@@ -123,6 +126,47 @@ def mean_gap(model, hook, metric, seeds, acc):
     return f"{text} ({len(gaps)})"
 
 
+# The one call against no hook on each set-up (the script's own hyper-parameters, and
+# those it was not chosen on): the suffix both hooks' labels carry, and what it means.
+SETUPS = (("", "the script's own lr and schedule"), ("-lrhalf", "half the lr"),
+          ("-lr2", "twice the lr"), ("-flat", "a constant lr (no warm-up, no decay)"))
+
+
+def setup_rows(model, metric, acc):
+    """One row per set-up where both no hook and the one call ran: the seeds both ran,
+    each seed's gap (the one call less no hook), their mean and the worst."""
+    out = []
+    for suffix, what in SETUPS:
+        pairs = []
+        for key in sorted(acc):
+            head, _, seed = key.rpartition("_s")
+            if head != f"{model}_adacomp-one{suffix}":
+                continue
+            none = acc.get(f"{model}_none{suffix}_s{seed}")
+            if none is not None:
+                pairs.append((int(seed), none["evals"][-1][metric],
+                              acc[key]["evals"][-1][metric]))
+        if not pairs:
+            continue
+        pairs.sort()
+        gaps = [b - a for _, a, b in pairs]
+        sign = 1 if metric == "accuracy" else -1  # worse: lower accuracy, higher loss
+        worst = min(gaps, key=lambda g: sign * g)
+        f = ((lambda g: f"{100 * g:+.2f}") if metric == "accuracy" else
+             (lambda g: f"{g:+.4f}"))
+        out.append(f"| {what} | {', '.join(str(x) for x, _, _ in pairs)} | "
+                   + ", ".join(fmt_metric(metric, a) for _, a, _ in pairs) + " | "
+                   + ", ".join(fmt_metric(metric, b) for _, _, b in pairs) + " | "
+                   f"{f(sum(gaps) / len(gaps))} | {f(worst)} |")
+    if not out:
+        return []
+    unit = "points" if metric == "accuracy" else "nats/byte"
+    return ([f"The one call against no hook at the same set-up and seed (gap in {unit}: "
+             f"the one call less no hook):\n",
+             "| set-up | seeds | no hook | the one call | mean gap | worst seed's gap |",
+             "|---|---|---|---|---|---|"] + out + [""])
+
+
 def model_section(model, metric, acc, spd, lines):
     seeds = sorted({int(k.rsplit("_s", 1)[1]) for k in acc if k.startswith(model + "_")})
     none = acc.get(f"{model}_none_s0")
@@ -166,6 +210,7 @@ def model_section(model, metric, acc, spd, lines):
                      f"{f_s if f_s is not None else 'not reached'} | "
                      f"{fmt_bytes(r.get('bytes_per_step')) if h != 'none' else '-'} | {comp} |")
     lines.append("")
+    lines.extend(setup_rows(model, metric, acc))
     # Speed per link.
     hosts = sorted({s["hosts"] for k, s in spd.items() if k.startswith(model + "_")})
     table = {}

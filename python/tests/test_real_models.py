@@ -346,6 +346,46 @@ class AdamStepScaleOptionTest(unittest.TestCase):
             self.assertIn(says, proc.stderr)
 
 
+class LrScheduleTest(unittest.TestCase):
+    """The examples' lr factor (ddp_common.WarmupCosine), against its definition written
+    here: a linear warm-up to 1, then a cosine to the floor at the last step; the
+    ResNet-18 example's --lr-floor 1 --warmup-frac 0 is a constant lr."""
+
+    def test_against_the_definition(self):
+        import math
+        for warmup, total, floor in ((5, 100, 0.0), (5, 100, 0.1), (1, 50, 1.0), (10, 10, 0.0)):
+            f = ddp_common.WarmupCosine(warmup, total, floor)
+            for s in range(total + 3):
+                if s < warmup:
+                    want = (s + 1) / warmup
+                else:
+                    p = min(1.0, (s - warmup) / max(1, total - warmup))
+                    want = floor + (1 - floor) * (1 + math.cos(math.pi * p)) / 2
+                self.assertAlmostEqual(f(s), want, places=12, msg=(warmup, total, floor, s))
+            self.assertAlmostEqual(f(total), floor if total > warmup else 1.0, places=12)
+
+    def test_resnet_constant_lr(self):
+        import argparse
+        import ddp_resnet18
+        args = argparse.Namespace(lr=0.05, lr_floor=1.0, warmup_frac=0.0, weight_decay=5e-4,
+                                  steps=600, epochs=1, batch_size=16, train_limit=0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Linear(4, 2))
+        task = ddp_resnet18.ResNetTask.__new__(ddp_resnet18.ResNetTask)
+        opt, factor = task.make_optimizer(model, args, 600)
+        self.assertEqual([factor(s) for s in (0, 1, 299, 599, 600)], [1.0] * 5)
+        opt, factor = task.make_optimizer(model, dict_args(args, lr_floor=0.0, warmup_frac=0.05),
+                                          600)
+        self.assertEqual(factor(599 + 1), 0.0)
+        self.assertLess(factor(0), 0.1)
+
+
+def dict_args(ns, **changes):
+    out = type(ns)(**vars(ns))
+    for k, v in changes.items():
+        setattr(out, k, v)
+    return out
+
+
 if __name__ == "__main__":
     unittest.main()
 
