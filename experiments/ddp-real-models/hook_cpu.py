@@ -21,9 +21,15 @@ Two parts, printed as Markdown tables and kept in experiments/ddp-real-models/da
          at 16, 32 and 64 images per rank: the hook's work per step does
          not depend on the batch, backward's grows with it, so this says
          from which batch the hook costs less than a given share.
+  one-call the one call (adacomp.torch.DistributedOptimizer) against the setting it
+         replaced as our recommendation (split_optimizer's local optimizer; on the
+         GPT with each rank's clip in the hook), on ResNet-18 at 32 images per rank
+         and on the GPT at its batch of 8, 4 processes, 20 steps of which the first 8
+         are not counted; the settings alternate over --rounds rounds so that the
+         machine's load falls alike on each, and the table gives each one's median.
 
-Usage: /usr/bin/python3 experiments/ddp-real-models/hook_cpu.py [--part parts|runs|batches|both]
-           [--pythonpath build/python]
+Usage: /usr/bin/python3 experiments/ddp-real-models/hook_cpu.py
+           [--part parts|runs|batches|one-call|both] [--rounds 3] [--pythonpath build/python]
 """
 
 import argparse
@@ -133,10 +139,78 @@ def runs(pythonpath, plan=None):
     return out
 
 
+# (model, label, the example and its options, whether it is the recommendation the one
+# call replaced); the GPT's model sizes are experiments/ddp-real-models' "gpt".
+GPT_SIZE = ["--layers", "4", "--dim", "320", "--heads", "5", "--context", "128",
+            "--batch-size", "8", "--eval-windows", "8"]
+ONE_CALL = [
+    ("resnet18", "local optimizer (split_optimizer)", "ddp_resnet18.py",
+     ["--batch-size", "32", "--eval-images", "256", "--local-optimizer"], True),
+    ("resnet18", "the one call", "ddp_resnet18.py",
+     ["--batch-size", "32", "--eval-images", "256", "--one-call"], False),
+    ("gpt", "local optimizer, each rank's clip in the hook", "ddp_gpt.py",
+     GPT_SIZE + ["--local-optimizer", "--local-clip", "1.0"], True),
+    ("gpt", "the one call", "ddp_gpt.py", GPT_SIZE + ["--one-call"], False),
+]
+
+
+def one_call(pythonpath, rounds):
+    """Each ONE_CALL setting once per round, in turn: [{model, run, round, hook_ms,
+    backward_ms, ...}]."""
+    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
+    out = []
+    for k in range(rounds):
+        for model, label, script, extra, recommended in ONE_CALL:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "s.json")
+                args = ["examples/" + script, "--procs", "4", "--steps", "20",
+                        "--warmup-steps", "8", "--log-every", "100", "--hook",
+                        "adacomp"] + extra
+                rc, text, _ = run_command([sys.executable] + args + ["--summary-json", path],
+                                          timeout=1800, env=env, cwd=ROOT)
+                if rc != 0:
+                    sys.exit(f"{model}, {label} failed ({rc}): {text[-2000:]}")
+                with open(path) as f:
+                    s = json.load(f)
+            c = s["cpu_per_step_s"]
+            out.append({"model": model, "run": label, "recommended": recommended,
+                        "round": k, "command": args, "hook_ms": 1e3 * c["hook"],
+                        "backward_ms": 1e3 * c["backward"],
+                        "bytes_per_step": s["bytes_per_step"]})
+            print(f"  round {k + 1}, {model}, {label}: hook {out[-1]['hook_ms']:.1f} ms, "
+                  f"backward {out[-1]['backward_ms']:.1f} ms", flush=True)
+    return out
+
+
+def one_call_table(rows):
+    """Markdown: per model and setting the median hook and backward CPU over the rounds,
+    and the one call's hook CPU as a ratio to the recommendation's."""
+    import statistics
+    lines = ["| model | setting | rounds | hook CPU ms/step (median) | backward CPU ms/step | "
+             "hook / backward | hook CPU vs the recommendation |", "|---|---|---|---|---|---|---|"]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        for label in dict.fromkeys(r["run"] for r in mine):
+            rs = [r for r in mine if r["run"] == label]
+            h = statistics.median(r["hook_ms"] for r in rs)
+            b = statistics.median(r["backward_ms"] for r in rs)
+            # The ratio per round (the settings of a round ran back to back), then the median.
+            ratios = [r["hook_ms"] / next(x["hook_ms"] for x in mine if x["recommended"]
+                                          and x["round"] == r["round"]) for r in rs]
+            lines.append(f"| {model} | {label} | {len(rs)} | {h:.1f} | {b:.1f} | "
+                         f"{100 * h / b:.1f} % | "
+                         + ("1 (the reference)" if rs[0]["recommended"] else
+                            f"{statistics.median(ratios):.2f}x (rounds: "
+                            + ", ".join(f"{x:.2f}" for x in ratios) + ")") + " |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("parts", "runs", "batches", "both"), default="both",
-                    help="both: parts and runs; batches only when asked")
+    ap.add_argument("--part", choices=("parts", "runs", "batches", "one-call", "both"),
+                    default="both", help="both: parts and runs; batches and one-call only "
+                    "when asked")
+    ap.add_argument("--rounds", type=int, default=3, help="one-call: rounds of the settings")
     ap.add_argument("--pythonpath", default=module_dir())
     args = ap.parse_args()
     sys.path.insert(0, args.pythonpath)
@@ -149,6 +223,10 @@ def main():
         record["parts"] = parts()
     if args.part in ("runs", "both"):
         record["runs"] = runs(args.pythonpath)
+    if args.part == "one-call":
+        if args.rounds < 1:
+            ap.error("--rounds must be at least 1")
+        record["one_call"] = one_call(args.pythonpath, args.rounds)
     if args.part == "batches":
         record["batches"] = runs(args.pythonpath, [
             (label, extra, b) for b in BATCHES for label, extra in RUNS[:2]])
@@ -181,6 +259,8 @@ def main():
         for r in record["batches"]:
             print(f"| {r['run']} | {r['batch']} | {r['hook_ms']:.1f} | {r['backward_ms']:.1f} | "
                   f"{100 * r['hook_ms'] / r['backward_ms']:.1f} % |")
+    if "one_call" in record:
+        print("\n" + one_call_table(record["one_call"]))
     print(f"\nwrote {OUT}")
 
 
