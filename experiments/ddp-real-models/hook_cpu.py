@@ -104,6 +104,23 @@ def parts():
     return res
 
 
+def short_run(args, pythonpath, what):
+    """Runs an example (args: its path from the repository root, then its options) with
+    the AdaComp hook on 4 processes for 20 steps, the first 8 not timed; its summary.
+    The options added go into args in place, after the script, so the record shows them."""
+    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
+    args[1:1] = ["--procs", "4", "--steps", "20", "--warmup-steps", "8", "--log-every",
+                 "100", "--hook", "adacomp"]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.json")
+        rc, text, _ = run_command([sys.executable] + args + ["--summary-json", path],
+                                  timeout=1800, env=env, cwd=ROOT)
+        if rc != 0:
+            sys.exit(f"{what} failed ({rc}): {text[-2000:]}")
+        with open(path) as f:
+            return json.load(f)
+
+
 RUNS = [("all-gather", ["--exchange", "allgather"]),
         ("all-gather, local optimizer", ["--exchange", "allgather", "--local-optimizer"]),
         ("reduce-scatter", ["--exchange", "reduce-scatter"]),
@@ -116,20 +133,11 @@ BATCHES = (16, 32, 64)
 
 def runs(pythonpath, plan=None):
     """plan: (label, extra args, images per rank) triples; RUNS at 16 images by default."""
-    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
     out = []
     for label, extra, batch in plan or [(label, extra, 16) for label, extra in RUNS]:
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "s.json")
-            args = ["examples/ddp_resnet18.py", "--procs", "4", "--batch-size", str(batch),
-                    "--steps", "20", "--warmup-steps", "8", "--eval-images", "256",
-                    "--log-every", "100", "--hook", "adacomp"] + extra
-            cmd = [sys.executable] + args + ["--summary-json", path]
-            rc, out, _ = run_command(cmd, timeout=1800, env=env, cwd=ROOT)
-            if rc != 0:
-                sys.exit(f"{label} failed ({rc}): {out[-2000:]}")
-            with open(path) as f:
-                s = json.load(f)
+        args = ["examples/ddp_resnet18.py", "--batch-size", str(batch),
+                "--eval-images", "256"] + extra
+        s = short_run(args, pythonpath, label)
         c = s["cpu_per_step_s"]
         out.append({"run": label, "batch": batch, "command": args,
                     "backward_ms": 1e3 * c["backward"], "hook_ms": 1e3 * c["hook"],
@@ -157,21 +165,11 @@ ONE_CALL = [
 def one_call(pythonpath, rounds):
     """Each ONE_CALL setting once per round, in turn: [{model, run, round, hook_ms,
     backward_ms, ...}]."""
-    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
     out = []
     for k in range(rounds):
         for model, label, script, extra, recommended in ONE_CALL:
-            with tempfile.TemporaryDirectory() as d:
-                path = os.path.join(d, "s.json")
-                args = ["examples/" + script, "--procs", "4", "--steps", "20",
-                        "--warmup-steps", "8", "--log-every", "100", "--hook",
-                        "adacomp"] + extra
-                rc, text, _ = run_command([sys.executable] + args + ["--summary-json", path],
-                                          timeout=1800, env=env, cwd=ROOT)
-                if rc != 0:
-                    sys.exit(f"{model}, {label} failed ({rc}): {text[-2000:]}")
-                with open(path) as f:
-                    s = json.load(f)
+            args = ["examples/" + script] + extra
+            s = short_run(args, pythonpath, f"{model}, {label}")
             c = s["cpu_per_step_s"]
             out.append({"model": model, "run": label, "recommended": recommended,
                         "round": k, "command": args, "hook_ms": 1e3 * c["hook"],
