@@ -506,6 +506,7 @@ class Run:
                 **({"local_clip": a.local_clip} if a.local_clip else {}),
                 **({"one_call": True} if getattr(a, "one_call", False) else {}),
                 **({"no_mask": True} if getattr(a, "no_mask", False) else {}),
+                **({"mask": True} if getattr(a, "mask", False) else {}),
                 **({"adam_step_scale": a.adam_step_scale}
                    if getattr(a, "adam_step_scale", None) is not None else {}),
                 **({"auto": True} if getattr(a, "auto", False) else {})}

@@ -72,7 +72,8 @@ from ddp_common import (LAYER_TYPES, bin_sizes, end_rank, env_rank, link_bytes, 
                         mean, median, read_idx)
 from ddp_hooks import (add_ramp_and_local_args, check_ramp_and_local_args,  # noqa: E402
                        local_title, one_call_title, ramp_and_local_kwargs, ramp_title,
-                       register_adacomp, register_torch_hook, time_the_hook)
+                       register_adacomp, register_torch_hook, time_the_hook,
+                       velocity_masked)
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -364,7 +365,7 @@ def worker(rank, args):
                 "bytes_per_step": mean(all_bytes), "bytes_how": hook.bytes_how,
                 "wall_s": wall, "epochs": epochs, "evals": evals,
                 "local_optimizer": bool(local), "one_call": args.one_call,
-                "local_mask": not args.no_mask,
+                "local_mask": velocity_masked(state),
                 "ramp_steps": args.ramp_steps,
                 "overlap": ("alternate" if args.alternate_overlap else not args.no_overlap)
                 if args.hook == "adacomp" else None,

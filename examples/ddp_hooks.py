@@ -99,6 +99,8 @@ def ramp_and_local_kwargs(args, local):
         out["local_clip_norm"] = args.local_clip
     if getattr(args, "no_mask", False):
         out["local_mask"] = False
+    if getattr(args, "mask", False):
+        out["local_mask"] = True
     if getattr(args, "adam_step_scale", None) is not None:
         out["local_step_scale"] = args.adam_step_scale
     return out
@@ -129,13 +131,21 @@ def register_adacomp(ddp, args, optimizer, kwargs):
     return optimizer, adt.register(ddp, **kwargs)
 
 
+def velocity_masked(state):
+    """Whether the AdaCompState's (or None's) local SGD zeroes the velocity of the
+    elements a frame sent."""
+    local = state.settings.local if state is not None else None
+    return bool(local is not None and local.kind == "sgd" and local.mask)
+
+
 def one_call_title(optimizer, args):
     """The title's words for --one-call: where the optimizer runs."""
     if not getattr(args, "one_call", False):
         return ""
+    masked = velocity_masked(optimizer.hook)
     return (f", one call: {optimizer.kind or 'the optimizer'} "
             f"{'on each rank' if optimizer.local else 'on the average'}"
-            + (", no mask" if getattr(args, "no_mask", False) else "")
+            + (", velocity masked" if masked else "")
             + (f", Adam's step x {optimizer.hook.settings.local.step_scale:g}"
                if optimizer.kind == "adam" else ""))
 
@@ -159,7 +169,12 @@ def add_ramp_and_local_args(g):
     g.add_argument("--no-mask", action="store_true",
                    help="adacomp hook with SGD's velocity on each rank (--local-optimizer or "
                         "--one-call): leave the velocity of the elements a frame sent as it "
-                        "is (local_mask=False) instead of zeroing it")
+                        "is (local_mask=False) instead of zeroing it (the one call's "
+                        "default)")
+    g.add_argument("--mask", action="store_true",
+                   help="adacomp hook, --one-call with SGD: zero the velocity of the "
+                        "elements a frame sent (local_mask=True, --local-optimizer's "
+                        "default)")
     g.add_argument("--adam-step-scale", type=float, default=None,
                    help="adacomp hook with Adam on each rank (--local-optimizer or --one-call): "
                         "multiply each rank's Adam step by this (local_step_scale; default: "
@@ -182,6 +197,10 @@ def check_ramp_and_local_args(ap, args, adam=True):
                  "chooses where the optimizer runs)")
     if args.no_mask and not (args.local_optimizer or args.one_call):
         ap.error("--no-mask goes with --local-optimizer or --one-call")
+    if args.mask and not args.one_call:
+        ap.error("--mask goes with --one-call (--local-optimizer masks already)")
+    if args.mask and args.no_mask:
+        ap.error("--mask or --no-mask, not both")
     scale = args.adam_step_scale
     if scale is not None and not adam:
         ap.error("--adam-step-scale goes with Adam; this example's optimizer is SGD")

@@ -124,8 +124,11 @@ HOOKS = {
     # adacomp.torch.DistributedOptimizer, the one call, with the script's own lr, schedule
     # and clip.
     "adacomp-one": ["--hook", "adacomp", "--one-call"],
-    # The one call with SGD's velocity left as it is where a frame sent it (local_mask
-    # False; Adam masks nothing either way).
+    # The one call with SGD's velocity zeroed where a frame sent it (local_mask=True,
+    # the one call's default until it was measured against no masking; Adam masks
+    # nothing either way). adacomp-one-nomask: the runs that asked for no masking
+    # before it became the default (the same as adacomp-one since).
+    "adacomp-one-mask": ["--hook", "adacomp", "--one-call", "--mask"],
     "adacomp-one-nomask": ["--hook", "adacomp", "--one-call", "--no-mask"],
     # The GPT's one call at twice the script's lr: each rank's Adam divides by the
     # second moment of its own batch, 4x smaller than the average's; where batch noise
@@ -193,7 +196,8 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-fp16v", "adacomp-l8", "adacomp-l16", "adacomp-local-lr2",
          "adacomp-dense", "adacomp-dense-local", "none-noclip", "adacomp-local-clip",
          "adacomp-local-clip-lr2", "none-lr2", "adacomp-local-clip-lr2-l100", "adacomp-one",
-         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-nomask",
+         "powersgd-r8", "powersgd-r16", "adacomp-one-auto", "adacomp-auto", "adacomp-one-mask",
+         "adacomp-one-nomask",
          "adacomp-one-lr2", "adacomp-one-unscaled", "adacomp-one-unscaled-lr2", "none-lrhalf",
          "adacomp-one-lrhalf", "none-flat", "adacomp-one-flat")
 PROCS = 4

@@ -55,6 +55,7 @@ LABELS = {
     "adacomp-one-lrhalf": "AdaComp, the one call, half the lr",
     "none-flat": "no hook, constant lr",
     "adacomp-one-flat": "AdaComp, the one call, constant lr",
+    "adacomp-one-mask": "AdaComp, the one call, velocity masked",
 }
 HOOKS = tuple(LABELS)
 # Measured to answer a question, listed in the tables, not drawn (the plots have
@@ -67,7 +68,7 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
                           "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
                           "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange",
-                          "slategray", "indianred")))
+                          "slategray", "indianred", "rosybrown")))
 COLORS["adacomp-one"] = "darkred"  # (tab:red is the local optimizer's)
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early

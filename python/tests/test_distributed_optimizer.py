@@ -59,6 +59,25 @@ class PolicyTest(OneProcessGroupTest):
                 self.assertIn(why, opt.why)
                 self.assertIsNone(opt.hook._local)
 
+    def test_sgd_masks_no_velocity_unless_asked(self):
+        """SGD's velocity is left as it is where a frame sent it (local_mask=False), so
+        nothing is masked over steps that send; local_mask=True masks."""
+        for kwargs, mask in (({}, False), ({"local_mask": True}, True)):
+            model, ddp = model_and_ddp()
+            opt = adt.DistributedOptimizer(
+                ddp, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), **kwargs)
+            self.assertIs(opt.hook.settings.local.mask, mask)
+            for step in range(4):
+                opt.zero_grad(set_to_none=True)
+                backward(ddp, step)
+                opt.step()
+            masked = opt.hook.state_dict()["local_optimizer"]["masked"]
+            opt.hook.close()
+            if mask:
+                self.assertGreater(masked, 0)
+            else:
+                self.assertEqual(masked, 0)
+
     def test_groups_that_differ_in_momentum_run_on_the_average(self):
         model, ddp = model_and_ddp()
         base = torch.optim.SGD([{"params": model[0].parameters(), "momentum": 0.9},

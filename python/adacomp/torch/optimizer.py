@@ -26,7 +26,15 @@ smaller than the average's; where batch noise dominates it is up to P times the
 averaged gradient's, so the average of the ranks' steps would be up to sqrt(P)
 times smaller than the optimizer's on the averaged gradient (the script's learning
 rate then acts as a smaller one). Where the ranks' gradients agree the scale
-overshoots by up to sqrt(P); local_step_scale=1.0 turns it off."""
+overshoots by up to sqrt(P); local_step_scale=1.0 turns it off.
+
+SGD runs on each rank without masking the velocity where a frame sent it
+(local_mask=False): every gradient's whole momentum reaches the weights, as with
+torch's SGD, later for the elements that wait in the residue. Masking (Deep
+Gradient Compression's, register()'s default) cuts the momentum of a gradient sent
+k steps after it came to (1 - m^(k+1)) / (1 - m) of torch's 1 / (1 - m), so the
+elements sent most often learn at a smaller rate; on the Fashion-MNIST example it
+ended behind no hook on each of 5 seeds (docs/ddp-hook.md). local_mask=True masks."""
 
 import collections
 import math
@@ -121,6 +129,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._bind()
         self._hook_for_profile()
         settings.setdefault("process_group", ddp_model.process_group)
+        if self.local and kind == "sgd" and "local_mask" not in settings:
+            base = settings.get("settings")
+            if base is None or base.local is None:  # (a Settings' local says its own)
+                found["local_mask"] = False
         if self.local and kind == "adam" and "local_step_scale" not in settings:
             base = settings.get("settings")
             warmup = settings.get("dense_warmup_steps",
