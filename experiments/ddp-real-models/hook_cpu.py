@@ -156,6 +156,10 @@ ONE_CALL = [
      ["--batch-size", "32", "--eval-images", "256", "--local-optimizer"], True),
     ("resnet18", "the one call", "ddp_resnet18.py",
      ["--batch-size", "32", "--eval-images", "256", "--one-call"], False),
+    # The one call as it was before it stopped masking the velocity: what of the
+    # difference is the one call's, what the larger frames of an unmasked velocity.
+    ("resnet18", "the one call, velocity masked", "ddp_resnet18.py",
+     ["--batch-size", "32", "--eval-images", "256", "--one-call", "--mask"], False),
     ("gpt", "local optimizer, each rank's clip in the hook", "ddp_gpt.py",
      GPT_SIZE + ["--local-optimizer", "--local-clip", "1.0"], True),
     ("gpt", "the one call", "ddp_gpt.py", GPT_SIZE + ["--one-call"], False),
