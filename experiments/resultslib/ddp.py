@@ -98,8 +98,8 @@ def setups_table(runs):
             continue
         args = dense[0].get("run", {}).get("args", [])
         lr = args[args.index("--lr") + 1] if "--lr" in args else "?"
-        decay = (args[args.index("--lr-decay-epochs") + 1]
-                 if "--lr-decay-epochs" in args else "none")
+        decay = ("x0.1 after epochs " + args[args.index("--lr-decay-epochs") + 1]
+                 if "--lr-decay-epochs" in args else "no decay")
         for key in sorted(k for k in runs if k.startswith("adacomp_") and k.endswith("@" + name)):
             seeds = sorted({r["seed"] for r in dense} & {r["seed"] for r in runs[key]})
             if not seeds:
@@ -110,7 +110,7 @@ def setups_table(runs):
             dm = statistics.fmean(d[x]["test_acc"] for x in seeds)
             am = statistics.fmean(a[x]["test_acc"] for x in seeds)
             rate = statistics.fmean(a[x]["compression_rate"] for x in seeds)
-            rows.append("| lr %s, x0.1 after epochs %s | `%s` | %s | %.2f%% | %.2f%% | %+.2f pt | "
+            rows.append("| lr %s, %s | `%s` | %s | %.2f%% | %.2f%% | %+.2f pt | "
                         "%+.2f pt | %s |" % (
                             lr, decay, ddp_variant_options(runs[key]),
                             ", ".join(str(x) for x in seeds), 100 * dm, 100 * am,
