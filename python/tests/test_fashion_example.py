@@ -55,6 +55,7 @@ class EarlyEvalTest(unittest.TestCase):
     def test_options_reach_the_hook(self):
         s = self.summary
         self.assertTrue(s["local_optimizer"])
+        self.assertTrue(s["local_mask"])  # --local-optimizer masks
         self.assertEqual(s["ramp_steps"], 8)
         self.assertIn("local sgd", s["title"])
         self.assertIn("ramp 8 -> L_T over 8 steps", s["title"])
@@ -97,6 +98,26 @@ class EarlyEvalTest(unittest.TestCase):
                                delta=2e-4)
 
 
+@unittest.skipUnless(os.path.exists(os.path.join(DATA, "t10k-images-idx3-ubyte.gz")),
+                     "dataset-fashion-mnist is not installed")
+class OneCallMaskTest(unittest.TestCase):
+    """--one-call leaves SGD's velocity unmasked; --mask masks (the summary reads the
+    hook state's settings)."""
+
+    def test_mask_option(self):
+        with tempfile.TemporaryDirectory() as d:
+            for extra, masked in (([], False), (["--mask"], True)):
+                path = os.path.join(d, "s.json")
+                p = run(["--procs", "2", "--epochs", "1", "--train-limit", "256",
+                         "--one-call", "--summary-json", path] + extra)
+                self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+                with open(path) as f:
+                    s = json.load(f)
+                self.assertTrue(s["one_call"])
+                self.assertIs(s["local_mask"], masked, extra)
+                self.assertEqual("velocity masked" in s["title"], masked, s["title"])
+
+
 class RefusedTest(unittest.TestCase):
 
     def test_needs_the_adacomp_hook(self):
@@ -110,7 +131,9 @@ class RefusedTest(unittest.TestCase):
             self.assertIn("must not be negative", p.stderr)
         # The checks the model examples share (examples/ddp_hooks.py).
         for extra, says in ((["--one-call", "--adam-step-scale", "2"], "optimizer is SGD"),
-                            (["--local-clip", "1"], "with --local-optimizer")):
+                            (["--local-clip", "1"], "with --local-optimizer"),
+                            (["--local-optimizer", "--mask"], "--mask goes with --one-call"),
+                            (["--one-call", "--mask", "--no-mask"], "not both")):
             p = run(extra, timeout=60)
             self.assertEqual(p.returncode, 2, extra)
             self.assertIn(says, p.stderr)
