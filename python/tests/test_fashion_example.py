@@ -1,6 +1,7 @@
 """examples/ddp_fashion_mnist.py's options for the early-lag measurements, on 2 Gloo
 processes and 1,024 training images: --local-optimizer and --ramp-steps reach the
-hook (its title, the summary), --eval-every scores the whole test set at the
+hook (its title, the summary), --one-call leaves SGD's velocity unmasked and
+--mask masks it, --eval-every scores the whole test set at the
 steps it names and at each epoch end (the epoch's own accuracy), and the options
 that need the AdaComp hook are refused without it, before any rank starts. The
 last evaluation is checked against the saved final weights scored here, with the
