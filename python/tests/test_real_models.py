@@ -373,17 +373,10 @@ class LrScheduleTest(unittest.TestCase):
         task = ddp_resnet18.ResNetTask.__new__(ddp_resnet18.ResNetTask)
         opt, factor = task.make_optimizer(model, args, 600)
         self.assertEqual([factor(s) for s in (0, 1, 299, 599, 600)], [1.0] * 5)
-        opt, factor = task.make_optimizer(model, dict_args(args, lr_floor=0.0, warmup_frac=0.05),
-                                          600)
+        cosine = argparse.Namespace(**{**vars(args), "lr_floor": 0.0, "warmup_frac": 0.05})
+        opt, factor = task.make_optimizer(model, cosine, 600)
         self.assertEqual(factor(599 + 1), 0.0)
         self.assertLess(factor(0), 0.1)
-
-
-def dict_args(ns, **changes):
-    out = type(ns)(**vars(ns))
-    for k, v in changes.items():
-        setattr(out, k, v)
-    return out
 
 
 if __name__ == "__main__":
