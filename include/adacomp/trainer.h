@@ -142,11 +142,16 @@ struct TrainCodecOptions {
   // correction, as in Deep Gradient Compression); Adam: its Adam step.
   // false = the paper's optimizer after aggregation.
   bool local_optimizer = false;
+  // With local_optimizer and SGD: false leaves the velocity of sent elements
+  // as it is (no momentum correction), so every gradient's whole momentum
+  // reaches the weights, however late its element is sent; the residue then
+  // holds the part of each step not yet sent. true zeroes it (above).
+  bool local_mask = true;
   // The `auto` codec (--codec auto; ExchangeOptions::auto_dense): each step
   // goes by the codec above or as the dense float32 all-reduce of gradient
   // plus residue, whichever this run's measured step times say is faster
-  // (dense first; adacomp/speed_choice.h). Not with local_optimizer,
-  // dense_warmup_steps or a bin schedule.
+  // (dense first; adacomp/speed_choice.h). Not with a local SGD that
+  // masks (local_mask), dense_warmup_steps or a bin schedule.
   bool auto_dense = false;
   SpeedChoiceOptions speed;
   // With local_optimizer: bit (1 << LayerType) set = that type's tensors run
@@ -252,6 +257,7 @@ struct TrainSummary {
   double clip_grad_norm = 0;                        // as in TrainOptions
   int64_t lr_warmup_steps = 0;                      // as in TrainOptions
   bool local_optimizer = false;                     // as in TrainOptions
+  bool local_mask = false;  // the local SGD zeroed the velocity of sent elements
   // The layer types whose tensors ran the local optimizer ("conv", "fc",
   // ...; all four when every tensor did); empty without it.
   std::vector<std::string> local_optimizer_types;

@@ -247,9 +247,9 @@ Status Learner::DoStep(int64_t step, StepMetrics* m) {
   if (probe) log_.AfterExchange(exchange, grad_spans_);
   if (local_) {
     // SGD's masking: the elements this learner's frame carried a value for
-    // (MaskSent leaves a codec without residue alone; a step sent dense
-    // masks nothing).
-    for (size_t k = 0; k < grad_spans_.size() && !dense_step; ++k) {
+    // (MaskSent leaves a codec without residue alone; a step sent dense, or
+    // --no-local-mask, masks nothing).
+    for (size_t k = 0; k < grad_spans_.size() && !dense_step && o_.codec.local_mask; ++k) {
       if (!plan_.local[k] || k >= exchange.compressors()) continue;
       ADACOMP_RETURN_IF_ERROR(local_->MaskSent(k, exchange.frame(k)));
     }

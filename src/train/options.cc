@@ -77,6 +77,11 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
         "--local-optimizer with SGD needs --momentum > 0 (without momentum there is no "
         "state to keep on the learner)");
   }
+  if (!o.codec.local_mask && !(o.codec.local_optimizer && o.optim.kind == Optimizer::kSgd)) {
+    return bad(
+        "--no-local-mask needs the local optimizer with SGD (--local-optimizer "
+        "--optimizer sgd): only its velocity is masked");
+  }
   constexpr uint32_t kAllTypes = (1u << kLayerTypeCount) - 1;
   if (o.codec.local_optimizer_types & ~kAllTypes) {
     return bad("local_optimizer_types has bits beyond the " + std::to_string(kLayerTypeCount) +
@@ -99,10 +104,10 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
           "--codec auto chooses between dense and a codec; it takes the codec's settings "
           "(adacomp by default), not dense");
     }
-    if (o.codec.local_optimizer) {
+    if (o.codec.local_optimizer && o.optim.kind == Optimizer::kSgd && o.codec.local_mask) {
       return bad(
-          "--codec auto does not run with --local-optimizer (a dense step would zero "
-          "every learner's masked velocity)");
+          "--codec auto does not run with a local SGD that masks its velocity (a dense step "
+          "would have to zero all of it); add --no-local-mask");
     }
     if (o.codec.dense_warmup_steps) {
       return bad("--codec auto starts dense by itself; leave out --dense-warmup-steps");
@@ -153,6 +158,7 @@ std::string Fingerprint(const TrainOptions& o, const std::string& data) {
   if (o.optim.clip_grad_norm > 0) s << ";clip=" << o.optim.clip_grad_norm;
   if (o.optim.lr_warmup_steps > 0) s << ";lr_warmup=" << o.optim.lr_warmup_steps;
   if (o.codec.local_optimizer) s << ";local_optimizer=1";
+  if (!o.codec.local_mask) s << ";local_mask=0";
   if (o.codec.local_optimizer_types) s << ";local_types=" << o.codec.local_optimizer_types;
   if (o.codec.bin_schedule.enabled()) s << ";bin_schedule=" << o.codec.bin_schedule.ToString();
   if (o.codec.summed_values == ValueMode::kFp16 && o.codec.exchange != ExchangeKind::kAllGather) {

@@ -85,6 +85,7 @@ void FillSettings(const TrainOptions& o, TrainSummary* s) {
   s->clip_grad_norm = o.optim.clip_grad_norm;
   s->lr_warmup_steps = o.optim.lr_warmup_steps;
   s->local_optimizer = o.codec.local_optimizer;
+  s->local_mask = o.codec.local_optimizer && o.optim.kind == Optimizer::kSgd && o.codec.local_mask;
   s->auto_codec = o.codec.auto_dense;
   s->local_optimizer_types.clear();
   for (int t = 0; t < kLayerTypeCount; ++t) {

@@ -1,8 +1,8 @@
 // The trainer with --codec auto (TrainCodecOptions::auto_dense): what it
-// refuses, what the summary says it chose, and a resume in the middle of a
-// run, after a switch, that ends on the uninterrupted run's weights and
-// state bit for bit (each learner's step times come from a clock of the
-// test's, so both runs see the same figures).
+// refuses, what the summary says it chose, the local optimizer that masks
+// nothing, and a resume in the middle of a run, after a switch, that ends on
+// the uninterrupted run's weights and state bit for bit (each learner's step
+// times come from a clock of the test's, so both runs see the same figures).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,6 +34,20 @@ class TrainerAutoTest : public TrainerTest {
     o.codec.speed.probe_cost = 0;  // dense again every 4 settled steps, whatever it costs
     o.run.steps = 20;
     return o;
+  }
+  // o with checkpoints every 10 steps, "killed" after 13, then resumed (from
+  // step 10) to the end; both under ByteClock.
+  TrainSummary StopAfter13ThenResume(const TrainOptions& o, const std::string& dir) {
+    TrainOptions first = o;
+    first.run.checkpoint_dir = dir;
+    first.run.checkpoint_every = 10;
+    TrainTestHooks stop = ByteClock();
+    stop.stop_after_steps = 13;
+    EXPECT_TRUE(Run(first, stop).stopped_early);
+    TrainOptions second = o;
+    second.run.checkpoint_dir = dir;
+    second.run.resume = true;
+    return Run(second, ByteClock());
   }
 };
 
@@ -70,16 +84,7 @@ TEST_F(TrainerAutoTest, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   // step 10, after the switch to the codec (step 5) and before the second
   // dense probe (13) and the switch back (17).
   TempDir ckpt("auto-ckpt");
-  TrainOptions first = o;
-  first.run.checkpoint_dir = ckpt.Path();
-  first.run.checkpoint_every = 10;
-  TrainTestHooks stop = ByteClock();
-  stop.stop_after_steps = 13;
-  EXPECT_TRUE(Run(first, stop).stopped_early);
-  TrainOptions second = o;
-  second.run.checkpoint_dir = ckpt.Path();
-  second.run.resume = true;
-  const TrainSummary resumed = Run(second, ByteClock());
+  const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
   EXPECT_EQ(resumed.resumed_from_step, 10);
   EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
   EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
@@ -94,13 +99,41 @@ TEST_F(TrainerAutoTest, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   EXPECT_FALSE(tail.empty());
 }
 
+// With the local SGD that masks nothing (--no-local-mask) a dense step sends
+// each learner's velocity plus its residue, and nothing of the velocity
+// needs zeroing: auto runs, switches as without it, and a resume after a
+// switch ends on the uninterrupted run's bits. So does local Adam.
+TEST_F(TrainerAutoTest, RunsTheLocalOptimizerThatMasksNothing) {
+  TrainOptions o = Auto();
+  o.codec.local_optimizer = true;
+  o.codec.local_mask = false;
+  const TrainSummary full = Run(o, ByteClock());
+  EXPECT_EQ(full.auto_dense_steps, 8);
+  EXPECT_EQ(full.auto_codec_steps, 12);
+  EXPECT_TRUE(full.replicas_identical);
+  EXPECT_FALSE(full.local_mask);
+  EXPECT_NE(full.weights_sha256, Run(Auto(), ByteClock()).weights_sha256);
+  TempDir ckpt("auto-local-ckpt");
+  const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
+  EXPECT_EQ(resumed.resumed_from_step, 10);
+  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
+  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+
+  TrainOptions adam = Auto();
+  adam.optim.kind = Optimizer::kAdam;
+  adam.codec.local_optimizer = true;
+  const TrainSummary a = Run(adam, ByteClock());
+  EXPECT_EQ(a.auto_dense_steps, 8);
+  EXPECT_TRUE(a.replicas_identical);
+}
+
 TEST_F(TrainerAutoTest, RefusesWhatItCannotRunWith) {
   TrainOptions o = Auto();
   o.codec.config.codec = Codec::kDense;
   ExpectTrainFails(o, "--codec auto chooses between dense and a codec");
   o = Auto();
-  o.codec.local_optimizer = true;
-  ExpectTrainFails(o, "--local-optimizer");
+  o.codec.local_optimizer = true;  // SGD that masks: a dense step would have to zero it all
+  ExpectTrainFails(o, "--no-local-mask");
   o = Auto();
   o.codec.dense_warmup_steps = 3;
   ExpectTrainFails(o, "--dense-warmup-steps");

@@ -125,6 +125,7 @@ std::string TrainSummary::ToJson() const {
   j["clip_grad_norm"] = clip_grad_norm > 0 ? json(clip_grad_norm) : json(nullptr);
   j["lr_warmup_steps"] = lr_warmup_steps;
   j["local_optimizer"] = local_optimizer;
+  j["local_mask"] = local_mask;
   j["local_optimizer_types"] = local_optimizer_types;
   j["dense_tensors"] = dense_tensors;
   j["parameters"] = parameters;

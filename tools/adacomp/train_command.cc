@@ -451,6 +451,10 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                 "the step (SGD: its velocity, sent elements' velocity zeroed: momentum "
                 "correction; Adam: its Adam step); the average is applied as plain SGD. Off = "
                 "the paper's optimizer after aggregation");
+  app->add_flag("--no-local-mask{false}", o.codec.local_mask,
+                "with --local-optimizer and SGD: leave the velocity of sent elements as it is "
+                "(every gradient's whole momentum reaches the weights), instead of zeroing it; "
+                "also lets --codec auto run with the local optimizer");
   app->add_option("--local-optimizer-types", args->local_optimizer_types,
                   "the local optimizer for these layer types' tensors only (e.g. fc,other; "
                   "implies --local-optimizer), the paper's optimizer after aggregation for the "

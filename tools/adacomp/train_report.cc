@@ -105,7 +105,9 @@ void PrintTrainSummary(const TrainSummary& s) {
       types = " (" + types + " tensors; the others: the paper's optimizer)";
     }
     std::printf("  local optimizer  each learner's own %s is compressed%s\n",
-                s.optimizer == "adam" ? "Adam step" : "velocity (momentum correction)",
+                s.optimizer == "adam" ? "Adam step"
+                : s.local_mask        ? "velocity (momentum correction)"
+                                      : "velocity (unmasked)",
                 types.c_str());
   }
   std::printf("  steps            %lld (%.2f epochs), %lld skipped%s%s\n",
