@@ -117,10 +117,10 @@ def remedies_table(runs):
       "and schedule, whatever its learning rate (*dense lr*): the gain must not be one "
       "that dense gets too. Codec-only remedies are judged at the default learning rate.")
     w("")
-    w("| model | opt | options | dense | dense lr | default | remedy | gap (default -> remedy) | "
+    w("| model | opt | options | seed | dense | dense lr | default | remedy | gap (default -> remedy) | "
       "worst from ep 2 (default -> remedy) | e2e rate (default -> remedy) | "
       "rate vs default | end target |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c, r in rem:
         s = spec(c)
         model, opt, seed = s.model, s.optimizer, s.seed
@@ -153,8 +153,8 @@ def remedies_table(runs):
             verdict_text = "-"
         else:
             verdict_text = rate_below_half(met(g, end_tolerance(model)), share)
-        w("| %s | %s | `%s` | %s | %s | %s | %s | %s -> %s | %s -> %s | %s -> %s | %s | %s |" % (
-            model, opt, remedy_options(c), fmt_value(model, dv), dense_lr, fmt_value(model, av),
+        w("| %s | %s | `%s` | %d | %s | %s | %s | %s | %s -> %s | %s -> %s | %s -> %s | %s | %s |" % (
+            model, opt, remedy_options(c), seed, fmt_value(model, dv), dense_lr, fmt_value(model, av),
             fmt_value(model, rv), fmt_gap(model, gap(av)), fmt_gap(model, g),
             fmt_gap(model, wd), fmt_gap(model, wr), fmt_rate(rate_d), fmt_rate(rate_r),
             fmt_share(share), verdict_text))
