@@ -38,6 +38,9 @@ links of 100 Mbit/s, 1 Gbit/s, 10 Gbit/s and unshaped:
   schedule-again  fixed AdaComp's whole schedule again (mnist-cnn at every link,
           fc-dnn at 100 Mbit/s and 1 Gbit/s), beside the auto runs: the reference
           experiments/scaling/auto-schedule.md judges auto against.
+  schedule-local  auto and fixed AdaComp with the local SGD that masks nothing
+          (--local-optimizer --no-local-mask), both models, every link, the
+          whole schedule (fc-dnn's final gap closes with it in-process).
 
   probe   why AdaComp needs more steps to the target: the same target
           in-process (4 learners, no links), dense and AdaComp with the
@@ -96,6 +99,10 @@ CODECS = {
     # The auto codec: AdaComp or the dense all-reduce, step by step, from measured times
     # (part auto-steps).
     "auto": ["--codec", "auto"],
+    # Each learner's SGD velocity compressed, nothing of it masked (part schedule-local):
+    # fc-dnn's final gap closes in-process (docs/results.md), and auto runs with it.
+    "adacomp-local": ["--codec", "adacomp", "--local-optimizer", "--no-local-mask"],
+    "auto-local": ["--codec", "auto", "--local-optimizer", "--no-local-mask"],
 }
 # Part auto-steps: each link, auto against the rings and fixed AdaComp over 60 steps on
 # 8 hosts (auto probes for its first 8 steps, so its median is of what it settled on).
@@ -128,6 +135,12 @@ SCHEDULE_AUTO_RUNS = {
 # speed drifts between sessions).
 SCHEDULE_AGAIN = [("mnist-cnn", link) for link in ("100mbit", "1gbit", "10gbit", "unshaped")] + [
     ("fc-dnn", link) for link in ("100mbit", "1gbit")]
+# Part schedule-local: auto and fixed AdaComp with the unmasked local SGD, both models,
+# every link, the whole schedule.
+SCHEDULE_LOCAL = [(model, link, codec) for model in ("mnist-cnn", "fc-dnn")
+                  for link in ("100mbit", "1gbit", "10gbit", "unshaped")
+                  for codec in ("auto-local", "adacomp-local")]
+SCHEDULE_PARTS = ("schedule", "schedule-again", "schedule-local")
 SCHEDULE_ARGS = ["--epochs", "12", "--lr-decay-epochs", "6,9", "--eval-every", "32"]
 STEPS = 25          # a steps run; the bytes run does 2 x STEPS
 SKIP = 5            # steps left out of the medians (start-up, warm caches)
@@ -195,6 +208,9 @@ def configs():
                         "link": link})
     for model, link in SCHEDULE_AGAIN:
         out.append({"part": "schedule-again", "model": model, "codec": "adacomp", "P": 8,
+                    "link": link})
+    for model, link, codec in SCHEDULE_LOCAL:
+        out.append({"part": "schedule-local", "model": model, "codec": codec, "P": 8,
                     "link": link})
     for c in out:
         c["id"] = "%s_%s_P%d_%s" % (c["model"], c["codec"], c["P"], c["link"]) + (
@@ -321,7 +337,7 @@ def median_split(metrics_path):
 
 def train_args(c, work):
     args = ["--model", c["model"]] + CODECS[c["codec"]] + COMMON
-    if c["part"] in ("schedule", "schedule-again"):
+    if c["part"] in SCHEDULE_PARTS:
         args += SCHEDULE_ARGS + ["-q", "--log-every", "1000"]
     elif c["part"] == "target":
         args += ["--test-limit", "2000", "--eval-every", str(TARGET_EVERY), "--steps",
@@ -363,7 +379,7 @@ def run_one(adacomp, c, cl, log):
                 "compress_seconds", "communicate_seconds", "decompress_seconds", "update_seconds",
                 "bytes_sent", "dense_bytes", "learner_seconds", "slowest_learner", "auto"]
         rec["summary"] = {k: summary.get(k) for k in keep}
-        if c["part"] not in ("target", "schedule", "schedule-again"):
+        if c["part"] != "target" and c["part"] not in SCHEDULE_PARTS:
             rec["split"] = median_split(os.path.join(work, "metrics.jsonl"))
         return rec
 
@@ -395,7 +411,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="all",
                     choices=["steps", "bytes", "target", "probe", "p16", "auto16",
-                             "auto-steps", "schedule", "schedule-again", "all"])
+                             "auto-steps", "schedule", "schedule-again", "schedule-local",
+                             "all"])
     ap.add_argument("--only", metavar="REGEX", help="run only the ids matching REGEX")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--adacomp", default=adacomp_binary())

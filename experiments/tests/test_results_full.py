@@ -179,18 +179,18 @@ class RemediesTableTest(unittest.TestCase):
 
   def test_a_learning_rate_remedy_is_judged_against_the_strongest_dense_run(self):
     row = row_of(self.table(), "mnist-cnn", "sgd", "`--lr 0.04`")
-    # dense, dense lr, default, remedy, gap default -> remedy
-    self.assertEqual(row[3:7], ["92.00%", "0.04", "89.00%", "91.50%"])
-    self.assertEqual(row[7], "-3.00 pt -> -0.50 pt")
-    self.assertEqual(row[11], "missed")
+    # seed, dense, dense lr, default, remedy, gap default -> remedy
+    self.assertEqual(row[3:8], ["1", "92.00%", "0.04", "89.00%", "91.50%"])
+    self.assertEqual(row[8], "-3.00 pt -> -0.50 pt")
+    self.assertEqual(row[12], "missed")
 
   def test_a_codec_remedy_is_judged_at_the_default_lr_and_its_rate_share_shown(self):
     row = row_of(self.table(), "mnist-cnn", "sgd", "`--bin-sizes conv=10`")
-    self.assertEqual(row[3:7], ["90.00%", "default", "89.00%", "89.90%"])
-    self.assertEqual(row[7], "-1.00 pt -> -0.10 pt")
-    self.assertEqual(row[9], "300x -> 140x")
-    self.assertEqual(row[10], "0.47")
-    self.assertEqual(row[11], "met, rate below half")
+    self.assertEqual(row[3:8], ["1", "90.00%", "default", "89.00%", "89.90%"])
+    self.assertEqual(row[8], "-1.00 pt -> -0.10 pt")
+    self.assertEqual(row[10], "300x -> 140x")
+    self.assertEqual(row[11], "0.47")
+    self.assertEqual(row[12], "met, rate below half")
 
 
 class LongerTableTest(unittest.TestCase):
