@@ -25,9 +25,14 @@ from resultslib.paths import experiment  # noqa: E402
 from resultslib.util import machine_name, pyplot  # noqa: E402
 
 AGAIN = experiment("scaling", "data", "schedule-again")
+LOCAL = experiment("scaling", "data", "schedule-local")
 DOC = experiment("scaling", "auto-schedule.md")
 IMG = experiment("scaling", "img", "cluster_auto_schedule_{}.png")
-NAMES = dict(sr.NAMES, auto="auto")
+IMG_LOCAL = experiment("scaling", "img", "cluster_auto_local_schedule_{}.png")
+NAMES = dict(sr.NAMES, auto="auto", **{"auto-local": "auto, unmasked local SGD",
+                                       "adacomp-local": "AdaComp, unmasked local SGD"})
+COLORS = {"dense": "black", "fp16": "tab:gray", "adacomp": "tab:blue", "auto": "tab:red",
+          "adacomp-local": "tab:green", "auto-local": "tab:purple"}
 LATE = 1.05  # auto at most this much later than the sooner of ring and AdaComp
 SOONER_100 = 3.0  # and at 100 Mbit/s at least this much sooner than the fastest ring
 PROBE = 3  # the chooser's probe_steps (scaling.py runs the default)
@@ -78,51 +83,57 @@ def fastest_ring(here):
     return min(rings)[1] if rings else None
 
 
-def section(runs, tg, earlier=None):
+def section(runs, tg, earlier=None, who="auto", fixed=("adacomp",)):
+    """The tables and verdicts of one auto variant (who) at each link: against the
+    sooner of the rings and the fixed-codec runs (fixed), with the plain auto's row
+    beside a variant's."""
     lines = []
     earlier = earlier or {}
     verdicts = []
+    rows = tuple(dict.fromkeys((who, "auto") + fixed + ("fp16", "dense")))
     for link, link_name in sr.LINKS:
         here = {c: r for (c, l), r in runs.items() if l == link}
-        if "auto" not in here:
+        if who not in here:
             continue
         lines += [f"### {link_name}", "",
                   "| run | final accuracy | steps | training s | dense steps | " + " | ".join(
                       f"time to {k} ({100 * v:.2f} %)" for k, v in tg.items()) + " |",
                   "|---|---|---|---|---|" + "---|" * len(tg)]
-        for c in ("auto", "adacomp", "fp16", "dense"):
+        for c in rows:
             r = here.get(c)
             if r is None:
                 continue
             s = r["summary"]
-            dense = (s.get("auto") or {}).get("dense_steps", "-") if c == "auto" else (
+            dense = (s.get("auto") or {}).get("dense_steps", "-") if c.startswith("auto") else (
                 s["steps"] if c in sr.RINGS else 0)
             lines.append(f"| {NAMES[c]} | {100 * s['test_accuracy']:.2f} % | {s['steps']} | "
                          f"{sr.evals(r)[-1][2]:.1f} | {dense} | " +
                          " | ".join(sr.fmt_time(sr.time_to(r, v)) for v in tg.values()) + " |")
         lines.append("")
-        if link in earlier:
+        if link in earlier and "adacomp" in here:
             then, now = earlier[link], here["adacomp"]
             lines += [f"AdaComp's run above was made beside auto's ({now['date'][:10]}); "
                       f"its earlier run ({then['date'][:10]}) trained {sr.evals(then)[-1][2]:.1f} s "
                       f"to {100 * then['summary']['test_accuracy']:.2f} %.", ""]
-        auto = here["auto"]
+        auto = here[who]
+        fixed_text = " and ".join(NAMES[c] for c in fixed)
         for k, v in tg.items():
             mine = sr.time_to(auto, v)
-            others = [(sr.time_to(here[c], v), c) for c in ("adacomp",) + sr.RINGS if c in here]
+            others = [(sr.time_to(here[c], v), c) for c in fixed + sr.RINGS if c in here]
             others = [(x[0], c) for x, c in others if x is not None]
             if not others:
-                lines.append(f"- {k}: neither AdaComp nor a ring reaches it here.")
+                lines.append(f"- {k}: neither {fixed_text} nor a ring reaches it here.")
                 continue
             best, bc = min(others)
             if mine is None:
-                lines.append(f"- {k}: auto does not reach it; the {NAMES[bc]} needs "
+                lines.append(f"- {k}: {NAMES[who]} does not reach it; the {NAMES[bc]} needs "
                              f"{best:.1f} s: **missed**.")
                 verdicts.append(False)
                 continue
             ratio = mine[0] / best
             ok = ratio <= LATE
-            line = (f"- {k}: auto {mine[0]:.1f} s against the sooner of ring and AdaComp "
+            line = (f"- {k}: {NAMES[who]} {mine[0]:.1f} s against the sooner of ring and "
+                    f"{fixed_text} "
                     f"({NAMES[bc]}, {best:.1f} s): {ratio:.2f}x (target at most {LATE}x: "
                     f"**{'met' if ok else 'missed'}**)")
             verdicts.append(ok)
@@ -138,37 +149,37 @@ def section(runs, tg, earlier=None):
             lines.append(line + ".")
         rc = fastest_ring(here)
         if rc is not None:
-            diff = here["auto"]["summary"]["test_accuracy"] - here[rc]["summary"]["test_accuracy"]
+            diff = auto["summary"]["test_accuracy"] - here[rc]["summary"]["test_accuracy"]
             ok = diff >= -sr.TOLERANCE
             verdicts.append(ok)
-            lines.append(f"- final accuracy: auto {100 * diff:+.2f} points against the fastest "
+            lines.append(f"- final accuracy: {NAMES[who]} {100 * diff:+.2f} points against the "
+                         "fastest "
                          f"ring here ({NAMES[rc]}; tolerance -0.3: "
                          f"**{'met' if ok else 'missed'}**).")
         notes = (auto["summary"].get("auto") or {}).get("choices", [])
-        lines += ["", "What auto chose: " + ("; ".join(notes) if notes else "(no note)") + ".",
+        lines += ["", f"What {NAMES[who]} chose: " + ("; ".join(notes) if notes else "(no note)") + ".",
                   ""]
     return lines, verdicts
 
 
-def plot(model, runs, tg):
+def plot(model, runs, tg, who="auto", path=None):
     plt = pyplot()
     if plt is None:
         return None
-    links = [(l, name) for l, name in sr.LINKS if ("auto", l) in runs]
+    links = [(l, name) for l, name in sr.LINKS if (who, l) in runs]
     if not links:
         return None
     fig, grid = plt.subplots(2, len(links), figsize=(4.6 * len(links), 6.4), squeeze=False,
                              gridspec_kw={"height_ratios": [4, 1]})
-    colors = {"dense": "black", "fp16": "tab:gray", "adacomp": "tab:blue", "auto": "tab:red"}
     for i, (link, name) in enumerate(links):
         ax = grid[0][i]
-        for c in ("dense", "fp16", "adacomp", "auto"):
+        for c in COLORS:
             r = runs.get((c, link))
             if r is None:
                 continue
             ev = sr.evals(r)
             ax.plot([t for _, _, t in ev], [100 * a for _, a, _ in ev], label=NAMES[c],
-                    color=colors[c], lw=2 if c == "auto" else 1)
+                    color=COLORS[c], lw=2 if c == who else 1)
         for v in tg.values():
             ax.axhline(100 * v, color="red", lw=0.6, ls="--")
         ax.set_title(f"{model}, 8 hosts, {name}", fontsize=10)
@@ -178,18 +189,49 @@ def plot(model, runs, tg):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         strip = grid[1][i]
-        m = modes(runs[("auto", link)])
+        m = modes(runs[(who, link)])
         strip.bar(range(1, len(m) + 1), [1] * len(m), width=1.0,
-                  color=["black" if x == "dense" else "tab:red" for x in m])
+                  color=["black" if x == "dense" else COLORS[who] for x in m])
         strip.set_yticks([])
         strip.set_title(f"{m.count('dense')} of {len(m)} steps dense", fontsize=9)
         strip.set_xlim(0.5, len(m) + 0.5)
-        strip.set_xlabel("step: what auto sent (black dense, red AdaComp)")
+        strip.set_xlabel(f"step: what {who} sent (black dense, "
+                         f"{COLORS[who].replace('tab:', '')} AdaComp)")
     fig.tight_layout()
-    path = IMG.format(model)
+    path = path or IMG.format(model)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return os.path.relpath(path, os.path.dirname(DOC))
+
+
+def local_part(by_model, again, local):
+    """The section of auto with the unmasked local SGD (part schedule-local): judged as
+    auto is, against the sooner of the rings, fixed AdaComp and fixed AdaComp with the
+    same local SGD."""
+    lines = ["## auto with the unmasked local SGD", "",
+             "The same runs with `--local-optimizer --no-local-mask` (each learner's SGD "
+             "velocity compressed, nothing of it masked; docs/results.md): auto's codec "
+             "steps and a fixed AdaComp run with it, at every link (`sudo /usr/bin/python3 "
+             "experiments/run.py scaling schedule-local`). The same targets, with fixed "
+             "AdaComp with the local SGD among the runs auto must not trail.", ""]
+    body, met, total = [], 0, 0
+    for model in [m for m in sr.MODELS if m in local]:
+        runs, _ = with_again(by_model.get(model, {}), again)
+        runs.update(local[model])
+        ref, tg = sr.targets({k: r for k, r in runs.items() if not k[0].startswith("auto")})
+        body += [f"### {model}", ""]
+        if tg is None:
+            body += ["No ring run to take the targets from.", ""]
+            continue
+        part, verdicts = section(runs, tg, who="auto-local", fixed=("adacomp", "adacomp-local"))
+        body += [x.replace("### ", "#### ", 1) if x.startswith("### ") else x for x in part]
+        met += sum(verdicts)
+        total += len(verdicts)
+        img = plot(model, runs, tg, who="auto-local", path=IMG_LOCAL.format(model))
+        if img:
+            body += [f"![{model}: accuracy against training seconds per link with the unmasked "
+                     f"local SGD, and what auto sent each step]({img})", ""]
+    return lines + [f"Of the {total} checks of this section, {met} are met.", ""] + body
 
 
 def main():
@@ -243,11 +285,14 @@ def main():
                       f"sent each step]({img})", ""]
     lines[lines.index("## " + next(m for m in sr.MODELS if m in have)):0] = [
         f"Of the {total} checks below, {met} are met.", ""]
+    local = sr.load(("auto-local", "adacomp-local"), LOCAL)
+    if local:
+        lines += local_part(by_model, again, local)
     lines += ["The auto runs' trainer commands (each under `scripts/cluster.sh run --mpi`, one "
               "learner per host):", ""]
-    for model, runs in sorted(have.items()):
+    for model, runs in sorted(have.items()) + sorted(local.items()):
         for (c, link), r in sorted(runs.items()):
-            if c == "auto":
+            if c.startswith("auto"):
                 lines.append(f"- {model}, {link}: `{r['command'].split(' --summary-out ')[0]}`")
     lines.append("")
     with open(DOC, "w") as f:

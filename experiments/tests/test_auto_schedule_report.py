@@ -57,6 +57,29 @@ class AutoScheduleReportTest(unittest.TestCase):
                       "**missed**.", lines)
         self.assertEqual(verdicts, [False, False, False])
 
+    def test_a_variant_is_judged_against_every_fixed_run_given(self):
+        # auto with the local SGD reaches the epoch target at 70 s. Given both fixed runs,
+        # the sooner is AdaComp's (60 s): 1.17x, missed; given the fixed local run
+        # alone (80 s): 0.88x, met.
+        tg = {"after one epoch": 0.80}
+        runs = {("fp16", "1gbit"): run("fp16", "1gbit", [(128, 0.80, 300.0)]),
+                ("adacomp", "1gbit"): run("adacomp", "1gbit", [(128, 0.80, 60.0)]),
+                ("adacomp-local", "1gbit"): run("adacomp-local", "1gbit", [(128, 0.80, 80.0)]),
+                ("auto", "1gbit"): auto_run("1gbit", [(128, 0.80, 50.0)], []),
+                ("auto-local", "1gbit"): auto_run("1gbit", [(128, 0.80, 70.0)], [])}
+        lines, verdicts = ar.section(runs, tg, who="auto-local",
+                                     fixed=("adacomp", "adacomp-local"))
+        text = "\n".join(lines)
+        self.assertEqual(verdicts[0], False)
+        self.assertIn("auto, unmasked local SGD 70.0 s against the sooner of ring and AdaComp "
+                      "and AdaComp, unmasked local SGD (AdaComp, 60.0 s): 1.17x", text)
+        # Its own row first, the plain auto's beside it.
+        rows = [x.split(" | ")[0] for x in lines if x.startswith("| ") and " s (step " in x]
+        self.assertEqual(rows[:3], ["| auto, unmasked local SGD", "| auto", "| AdaComp"])
+        lines, verdicts = ar.section(runs, tg, who="auto-local", fixed=("adacomp-local",))
+        self.assertEqual(verdicts[0], True)
+        self.assertIn("(AdaComp, unmasked local SGD, 80.0 s): 0.88x", "\n".join(lines))
+
     def test_adacomp_made_again_is_the_reference(self):
         old = run("adacomp", "100mbit", [(128, 0.80, 30.0)])
         new = run("adacomp", "100mbit", [(128, 0.80, 90.0)])
