@@ -85,9 +85,7 @@ TEST_F(TrainerAutoTest, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   // dense probe (13) and the switch back (17).
   TempDir ckpt("auto-ckpt");
   const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
-  EXPECT_EQ(resumed.resumed_from_step, 10);
-  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
-  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  ExpectResumedToTheSameEnd(resumed, full, 10);
   EXPECT_TRUE(resumed.replicas_identical);
   // The resumed process ran steps 11-20: the same choices as the whole run's there.
   EXPECT_EQ(resumed.auto_dense_steps + resumed.auto_codec_steps, 10);
@@ -115,9 +113,7 @@ TEST_F(TrainerAutoTest, RunsTheLocalOptimizerThatMasksNothing) {
   EXPECT_NE(full.weights_sha256, Run(Auto(), ByteClock()).weights_sha256);
   TempDir ckpt("auto-local-ckpt");
   const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
-  EXPECT_EQ(resumed.resumed_from_step, 10);
-  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
-  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  ExpectResumedToTheSameEnd(resumed, full, 10);
 
   TrainOptions adam = Auto();
   adam.optim.kind = Optimizer::kAdam;

@@ -315,15 +315,9 @@ TEST_F(TrainerTest, LocalOptimizer) {
 
   TempDir ckpt("ckpt-mc");
   // Stopped after step 5: the last checkpoint is step 3.
-  const TrainSummary resumed = StopThenResume(mc, ckpt.Path(), 3, 5);
-  EXPECT_EQ(resumed.resumed_from_step, 3);
-  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
-  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  ExpectResumedToTheSameEnd(StopThenResume(mc, ckpt.Path(), 3, 5), full, 3);
   // The checkpoint of a corrected run is not resumed without the option.
-  TrainOptions without = o;
-  without.run.checkpoint_dir = ckpt.Path();
-  without.run.resume = true;
-  EXPECT_FALSE(Train(without).ok());
+  ExpectResumeRefused(o, ckpt.Path());
 
   // Adam with AdaComp: replicas agree; differs from Adam after aggregation.
   TrainOptions la = mc;
@@ -405,10 +399,7 @@ TEST_F(TrainerTest, LocalOptimizerByLayerType) {
   EXPECT_FALSE(Train(other_types).ok());
   TrainOptions second = first;
   second.run.resume = true;
-  const TrainSummary resumed = Run(second);
-  EXPECT_EQ(resumed.resumed_from_step, 3);
-  EXPECT_EQ(resumed.weights_sha256, sf.weights_sha256);
-  EXPECT_EQ(resumed.learner_state_sha256, sf.learner_state_sha256);
+  ExpectResumedToTheSameEnd(Run(second), sf, 3);
 
   // Refused: types without the local optimizer, types beyond the four, and
   // types the model does not have.
@@ -566,16 +557,12 @@ TEST_F(ScheduleTrainerTest, RampAndAdaptiveResumeBitExact) {
   TempDir ckpt("ckpt-schedule");
   // Stopped after step 7: the checkpoint of step 5 is in the ramp's second stage.
   const TrainSummary resumed = StopThenResume(both, ckpt.Path(), 5, 7);
-  EXPECT_EQ(resumed.resumed_from_step, 5);
-  EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
-  EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  ExpectResumedToTheSameEnd(resumed, full, 5);
   EXPECT_EQ(resumed.bytes_sent, full.bytes_sent);
   // A checkpoint of the fixed run is not resumed under a schedule.
   TrainOptions other = o;
   other.run.on_step = nullptr;
-  other.run.checkpoint_dir = ckpt.Path();
-  other.run.resume = true;
-  EXPECT_FALSE(Train(other).ok());
+  ExpectResumeRefused(other, ckpt.Path());
   // A schedule with another codec is refused.
   TrainOptions topk = ramp;
   topk.codec.config.codec = Codec::kTopK;

@@ -111,6 +111,21 @@ class TrainerTest : public ::testing::Test {
     return Run(second);
   }
 
+  // A resumed run (from checkpoint step `from`) ended on the uninterrupted
+  // run's weights and learner state.
+  static void ExpectResumedToTheSameEnd(const TrainSummary& resumed, const TrainSummary& full,
+                                        int64_t from) {
+    EXPECT_EQ(resumed.resumed_from_step, from);
+    EXPECT_EQ(resumed.weights_sha256, full.weights_sha256);
+    EXPECT_EQ(resumed.learner_state_sha256, full.learner_state_sha256);
+  }
+  // o does not resume from the checkpoints in dir.
+  static void ExpectResumeRefused(TrainOptions o, const std::string& dir) {
+    o.run.checkpoint_dir = dir;
+    o.run.resume = true;
+    EXPECT_FALSE(Train(o).ok());
+  }
+
   static inline TempDir* data_ = nullptr;
   std::string messages_;
 };
