@@ -150,8 +150,9 @@ struct TrainCodecOptions {
   // The `auto` codec (--codec auto; ExchangeOptions::auto_dense): each step
   // goes by the codec above or as the dense float32 all-reduce of gradient
   // plus residue, whichever this run's measured step times say is faster
-  // (dense first; adacomp/speed_choice.h). Not with a local SGD that
-  // masks (local_mask), dense_warmup_steps or a bin schedule.
+  // (dense first; adacomp/speed_choice.h). With local_optimizer a dense
+  // step sends each learner's step plus its residue and masks nothing (the
+  // DDP hook's rule). Not with dense_warmup_steps or a bin schedule.
   bool auto_dense = false;
   SpeedChoiceOptions speed;
   // With local_optimizer: bit (1 << LayerType) set = that type's tensors run

@@ -104,11 +104,6 @@ Result<TrainOptions> Resolve(const TrainOptions& in) {
           "--codec auto chooses between dense and a codec; it takes the codec's settings "
           "(adacomp by default), not dense");
     }
-    if (o.codec.local_optimizer && o.optim.kind == Optimizer::kSgd && o.codec.local_mask) {
-      return bad(
-          "--codec auto does not run with a local SGD that masks its velocity (a dense step "
-          "would have to zero all of it); add --no-local-mask");
-    }
     if (o.codec.dense_warmup_steps) {
       return bad("--codec auto starts dense by itself; leave out --dense-warmup-steps");
     }

@@ -97,11 +97,11 @@ TEST_F(TrainerAutoTest, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   EXPECT_FALSE(tail.empty());
 }
 
-// With the local SGD that masks nothing (--no-local-mask) a dense step sends
-// each learner's velocity plus its residue, and nothing of the velocity
-// needs zeroing: auto runs, switches as without it, and a resume after a
-// switch ends on the uninterrupted run's bits. So does local Adam.
-TEST_F(TrainerAutoTest, RunsTheLocalOptimizerThatMasksNothing) {
+// With the local optimizer a dense step sends each learner's step plus its
+// residue and masks nothing: auto runs, switches as without it, and a resume
+// after a switch ends on the uninterrupted run's bits, for the unmasked
+// local SGD (--no-local-mask); the masked one and local Adam run too.
+TEST_F(TrainerAutoTest, RunsTheLocalOptimizer) {
   TrainOptions o = Auto();
   o.codec.local_optimizer = true;
   o.codec.local_mask = false;
@@ -115,21 +115,22 @@ TEST_F(TrainerAutoTest, RunsTheLocalOptimizerThatMasksNothing) {
   const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
   ExpectResumedToTheSameEnd(resumed, full, 10);
 
-  TrainOptions adam = Auto();
+  TrainOptions masked = Auto();
+  masked.codec.local_optimizer = true;
+  TrainOptions adam = masked;
   adam.optim.kind = Optimizer::kAdam;
-  adam.codec.local_optimizer = true;
-  const TrainSummary a = Run(adam, ByteClock());
-  EXPECT_EQ(a.auto_dense_steps, 8);
-  EXPECT_TRUE(a.replicas_identical);
+  for (const TrainOptions& other : {masked, adam}) {
+    const TrainSummary a = Run(other, ByteClock());
+    EXPECT_EQ(a.auto_dense_steps, 8);
+    EXPECT_TRUE(a.replicas_identical);
+    EXPECT_NE(a.weights_sha256, full.weights_sha256);
+  }
 }
 
 TEST_F(TrainerAutoTest, RefusesWhatItCannotRunWith) {
   TrainOptions o = Auto();
   o.codec.config.codec = Codec::kDense;
   ExpectTrainFails(o, "--codec auto chooses between dense and a codec");
-  o = Auto();
-  o.codec.local_optimizer = true;  // SGD that masks: a dense step would have to zero it all
-  ExpectTrainFails(o, "--no-local-mask");
   o = Auto();
   o.codec.dense_warmup_steps = 3;
   ExpectTrainFails(o, "--dense-warmup-steps");

@@ -453,8 +453,7 @@ std::vector<Command> AddTrainCommands(CLI::App& root) {
                 "the paper's optimizer after aggregation");
   app->add_flag("--no-local-mask{false}", o.codec.local_mask,
                 "with --local-optimizer and SGD: leave the velocity of sent elements as it is "
-                "(every gradient's whole momentum reaches the weights), instead of zeroing it; "
-                "also lets --codec auto run with the local optimizer");
+                "(every gradient's whole momentum reaches the weights), instead of zeroing it");
   app->add_option("--local-optimizer-types", args->local_optimizer_types,
                   "the local optimizer for these layer types' tensors only (e.g. fc,other; "
                   "implies --local-optimizer), the paper's optimizer after aggregation for the "
