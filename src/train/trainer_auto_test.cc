@@ -1,8 +1,8 @@
 // The trainer with --codec auto (TrainCodecOptions::auto_dense): what it
-// refuses, what the summary says it chose, the local optimizer that masks
-// nothing, and a resume in the middle of a run, after a switch, that ends on
-// the uninterrupted run's weights and state bit for bit (each learner's step
-// times come from a clock of the test's, so both runs see the same figures).
+// refuses, what the summary says it chose, the local optimizer, and a resume
+// in the middle of a run, after a switch, that ends on the uninterrupted
+// run's weights and state bit for bit (each learner's step times come from a
+// clock of the test's, so both runs see the same figures).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,20 +34,6 @@ class TrainerAutoTest : public TrainerTest {
     o.codec.speed.probe_cost = 0;  // dense again every 4 settled steps, whatever it costs
     o.run.steps = 20;
     return o;
-  }
-  // o with checkpoints every 10 steps, "killed" after 13, then resumed (from
-  // step 10) to the end; both under ByteClock.
-  TrainSummary StopAfter13ThenResume(const TrainOptions& o, const std::string& dir) {
-    TrainOptions first = o;
-    first.run.checkpoint_dir = dir;
-    first.run.checkpoint_every = 10;
-    TrainTestHooks stop = ByteClock();
-    stop.stop_after_steps = 13;
-    EXPECT_TRUE(Run(first, stop).stopped_early);
-    TrainOptions second = o;
-    second.run.checkpoint_dir = dir;
-    second.run.resume = true;
-    return Run(second, ByteClock());
   }
 };
 
@@ -84,7 +70,7 @@ TEST_F(TrainerAutoTest, AResumeAfterASwitchEqualsTheUninterruptedRun) {
   // step 10, after the switch to the codec (step 5) and before the second
   // dense probe (13) and the switch back (17).
   TempDir ckpt("auto-ckpt");
-  const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
+  const TrainSummary resumed = StopThenResume(o, ckpt.Path(), 10, 13, ByteClock());
   ExpectResumedToTheSameEnd(resumed, full, 10);
   EXPECT_TRUE(resumed.replicas_identical);
   // The resumed process ran steps 11-20: the same choices as the whole run's there.
@@ -112,7 +98,7 @@ TEST_F(TrainerAutoTest, RunsTheLocalOptimizer) {
   EXPECT_FALSE(full.local_mask);
   EXPECT_NE(full.weights_sha256, Run(Auto(), ByteClock()).weights_sha256);
   TempDir ckpt("auto-local-ckpt");
-  const TrainSummary resumed = StopAfter13ThenResume(o, ckpt.Path());
+  const TrainSummary resumed = StopThenResume(o, ckpt.Path(), 10, 13, ByteClock());
   ExpectResumedToTheSameEnd(resumed, full, 10);
 
   TrainOptions masked = Auto();

@@ -96,19 +96,20 @@ class TrainerTest : public ::testing::Test {
   }
 
   // Runs o with a checkpoint every `every` steps into dir, "killed" after
-  // `stop_after` steps, then resumes it there to the end.
+  // `stop_after` steps, then resumes it there to the end; both runs with
+  // `hooks`.
   TrainSummary StopThenResume(const TrainOptions& o, const std::string& dir, int64_t every,
-                              int64_t stop_after) {
+                              int64_t stop_after, const TrainTestHooks& hooks = {}) {
     TrainOptions first = o;
     first.run.checkpoint_dir = dir;
     first.run.checkpoint_every = every;
-    TrainTestHooks stop;
+    TrainTestHooks stop = hooks;
     stop.stop_after_steps = stop_after;
     EXPECT_TRUE(Run(first, stop).stopped_early);
     TrainOptions second = o;
     second.run.checkpoint_dir = dir;
     second.run.resume = true;
-    return Run(second);
+    return Run(second, hooks);
   }
 
   // A resumed run (from checkpoint step `from`) ended on the uninterrupted
