@@ -119,10 +119,22 @@ class LocalOptimizer {
   // SGD: zeroes tensor k's prepared velocity where `frame` (this learner's
   // frame of the prepared step) carries a non-zero value; they count as
   // masked at Commit. Adam, or a frame of a codec without residue (dense,
-  // TernGrad): nothing. FailedPrecondition unless k is
+  // TernGrad): nothing. InvalidArgument unless k is
   // prepared; the frame's own error (nothing changed) if it does not decode
   // to elements(k) floats.
   Status MaskSent(size_t k, std::span<const uint8_t> frame);
+
+  // Moves the decay rates from the next Prepare on, as a schedule does
+  // (torch's OneCycleLR and CyclicLR set SGD's momentum, or Adam's beta1,
+  // at every step): SGD's momentum, or Adam's beta1 and beta2 (the other
+  // kind's values are ignored). As in torch, the moments are kept and the
+  // next step decays them by the new rate, and Adam's bias corrections use
+  // the betas of the step they correct (1 - beta^t with the current beta).
+  // InvalidArgument, nothing changed, on a rate outside [0, 1), on a beta2
+  // that differs once a frozen second moment keeps its last correction, or
+  // while a step is in progress (a tensor prepared: its step was made with
+  // the old rates).
+  Status SetRates(double momentum, double beta1, double beta2);
 
   // The step was applied: every prepared tensor's next moments become its
   // moments, and the step count goes up by one.

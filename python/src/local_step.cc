@@ -103,6 +103,13 @@ void AddLocalStepBindings(py::module_& m) {
           },
           py::arg("k"), py::arg("frame"),
           "SGD: zeroes the prepared velocity where the frame carries a non-zero value.")
+      .def(
+          "set_rates",
+          [](LocalOptimizer& o, double momentum, double beta1, double beta2) {
+            Raise(o.SetRates(momentum, beta1, beta2));
+          },
+          py::arg("momentum"), py::arg("beta1"), py::arg("beta2"),
+          "SGD's momentum, or Adam's betas, from the next prepare on (between steps).")
       .def("commit", &LocalOptimizer::Commit)
       .def("drop", &LocalOptimizer::Drop)
       .def_property_readonly("tensors", &LocalOptimizer::tensors)

@@ -144,6 +144,56 @@ class StepTest(OneProcessGroupTest):
         self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.125 * 0.1)
         self.assertIs(opt.param_groups, base.param_groups)
 
+    def test_a_schedule_that_moves_momentum_or_betas_takes_effect(self):
+        """OneCycleLR moves SGD's momentum and Adam's beta1 at every step by default
+        (cycle_momentum=True): world 1, the dense codec, against torch's own optimizer
+        under the same schedule; SGD bit for bit, AdamW to rounding. Without following
+        the groups the hook's fixed rates end 0.1 (SGD) and 0.05 (AdamW) away."""
+        for name, make, tol in (
+                ("sgd", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 0.0),
+                ("adamw", lambda p: torch.optim.AdamW(p, lr=0.01), 2e-7)):
+            model, ddp = model_and_ddp()
+            ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+            ref.load_state_dict(model.state_dict())
+            runs = []
+            for net, hooked in ((model, True), (ref, False)):
+                base = make(net.parameters())
+                sched = torch.optim.lr_scheduler.OneCycleLR(base, max_lr=0.1,
+                                                            total_steps=12)
+                opt = adt.DistributedOptimizer(ddp, base, codec="dense") if hooked else base
+                runs.append((net, ddp if hooked else net, opt, sched))
+            rates = []
+            for step in range(12):
+                for net, fwd, opt, sched in runs:
+                    opt.zero_grad(set_to_none=True)
+                    backward(fwd, step)
+                    opt.step()
+                    sched.step()
+                g = runs[0][2].param_groups[0]
+                rates.append(g["momentum"] if name == "sgd" else g["betas"][0])
+                for p, q in zip(model.parameters(), ref.parameters()):
+                    np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(),
+                                               rtol=0, atol=tol, err_msg=f"{name} {step}")
+            self.assertGreater(max(rates) - min(rates), 0.05, rates)  # it did move
+            local = runs[0][2].hook._local
+            self.assertEqual(local.momentum if name == "sgd" else local.betas[0], rates[-2])
+            runs[0][2].hook.close()
+
+    def test_groups_whose_momentum_comes_to_differ_fail_the_step_with_why(self):
+        model, ddp = model_and_ddp()
+        params = list(model.parameters())
+        base = torch.optim.SGD([{"params": params[:2]}, {"params": params[2:]}], lr=0.1,
+                               momentum=0.9)
+        opt = adt.DistributedOptimizer(ddp, base)
+        base.param_groups[1]["momentum"] = 0.5
+        with self.assertRaises(RuntimeError) as cm:  # backward's, with the StepAborted
+            opt.zero_grad()
+            backward(ddp)
+        self.assertIn("StepAborted", str(cm.exception))
+        self.assertIn("momentum differ (0.5, 0.9)", str(cm.exception))
+        self.assertEqual(opt.hook.steps, 0)
+        opt.hook.close()
+
     def test_a_cpu_grad_scaler_passes_the_step_through(self):
         """torch.cuda.amp.GradScaler on a CPU machine disables itself: scale() and step()
         pass through, so a script written with one trains as without it."""

@@ -206,6 +206,30 @@ Status LocalOptimizer::MaskSent(size_t k, std::span<const uint8_t> frame) {
   return Status::OK();
 }
 
+Status LocalOptimizer::SetRates(double momentum, double beta1, double beta2) {
+  for (const Tensor& t : t_) {
+    if (t.prepared) {
+      return Status::InvalidArgument(
+          "local optimizer: the rates change between steps, not while a step is in progress");
+    }
+  }
+  LocalOptimizerSettings s = s_;
+  if (s.kind == LocalOptimizerSettings::Kind::kSgd) {
+    s.momentum = momentum;
+  } else {
+    s.beta1 = beta1;
+    s.beta2 = beta2;
+    if (s.freeze_second_moment_after > 0 && beta2 != s_.beta2) {
+      return Status::InvalidArgument(
+          "local optimizer: beta2 is fixed with a frozen second moment "
+          "(freeze_second_moment_after), whose bias correction is beta2's");
+    }
+  }
+  ADACOMP_RETURN_IF_ERROR(s.Validate());
+  s_ = s;
+  return Status::OK();
+}
+
 void LocalOptimizer::Commit() {
   for (Tensor& t : t_) {
     if (!t.prepared) continue;

@@ -99,6 +99,10 @@ class _LocalOptimizer:
         self.norm_sq = 0.0    # the step's sum of squares so far, when measuring
         self.last_norm = None  # this rank's gradient L2 norm of the last step, measured
         self._index = {}      # parameter name -> its tensor in self.opt
+        # torch parameter groups whose momentum (sgd) or betas (adam) are read at each
+        # step's first prepare (follow()), or None: the rates stay as made.
+        self.groups = None
+        self._fresh = False   # a step began and its rates are not read yet
 
     @property
     def steps(self):
@@ -129,10 +133,42 @@ class _LocalOptimizer:
             out["step_scale"] = self.step_scale
         return out
 
+    def follow(self, groups):
+        """Reads the decay rates from these torch parameter groups at each step
+        (DistributedOptimizer): a schedule that moves SGD's momentum or Adam's betas,
+        as OneCycleLR and CyclicLR do by default, takes effect as it does in torch."""
+        self.groups = groups
+
+    def begin_step(self):
+        """A step begins: its first prepare reads the groups' rates."""
+        self._fresh = self.groups is not None
+
+    def _read_rates(self):
+        key = "momentum" if self.kind == "sgd" else "betas"
+        values = {repr(g.get(key)) for g in self.groups}
+        if len(values) != 1:
+            raise ValueError(
+                f"the parameter groups' {key} differ ({', '.join(sorted(values))}); each "
+                f"rank's optimizer runs one {key} for every parameter (local=False runs "
+                f"the optimizer on the average instead)")
+        value = self.groups[0][key]
+        if self.kind == "sgd":
+            if float(value) != self.momentum:
+                self.opt.set_rates(float(value), *self.betas)
+                self.momentum = float(value)
+        else:
+            betas = (float(value[0]), float(value[1]))
+            if betas != self.betas:
+                self.opt.set_rates(self.momentum, *betas)
+                self.betas = betas
+
     def prepare(self, e, grad):
         """The step this rank compresses for parameter entry ``e`` from its gradient
         (a float32 numpy slice, not changed): a view of the library optimizer's buffer,
         valid until the parameter's next step; its moments wait for commit()."""
+        if self._fresh:
+            self._fresh = False
+            self._read_rates()
         wd, w = 0.0, None
         if self.kind == "sgd":
             wd = self._decay.get(id(e.param), 0.0)

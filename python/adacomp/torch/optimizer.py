@@ -14,7 +14,8 @@ optimizer runs on the average, as the paper has it: such an optimizer's state
 
 The parameter groups are the optimizer's own (the same list), so a learning
 rate set on them every iteration, or a scheduler made before or after this
-call, takes effect; gradient accumulation (no_sync, require_backward_grad_sync)
+call, takes effect, as does a schedule of SGD's momentum or Adam's betas
+(OneCycleLR's and CyclicLR's default: read at each step's first bucket); gradient accumulation (no_sync, require_backward_grad_sync)
 and zero_grad(set_to_none=True) work as without the hook. clip_grad_norm_ after
 backward clips each rank's own gradient (clip.py). state_dict() carries this
 rank's hook state; gathered_state_dict() every rank's, for a checkpoint that
@@ -148,6 +149,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._grads = None  # (param, grad object, version) as DDP left them
         self._warned_clip = False
         if self.local:
+            self.hook._local.follow(self.param_groups)
             self.hook._local.measure = True
             self.hook.after_backward = self._averaged
             take_over(self)
@@ -157,6 +159,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.param_groups = self.inner.param_groups
         self.state = self.inner.state if not self.local else collections.defaultdict(dict)
         hook_state = getattr(self, "hook", None)
+        if hook_state is not None and self.local:
+            hook_state._local.follow(self.param_groups)  # momentum or betas, each step
         if hook_state is not None and self.local and self.kind == "sgd":
             for g in self.param_groups:
                 for p in g["params"]:

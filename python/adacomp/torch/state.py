@@ -379,6 +379,8 @@ class AdaCompState:
         self.step_error = None
         self._step_norms = {}
         self._open = _Step(self.buckets, self.transport_bytes)
+        if self._local is not None:
+            self._local.begin_step()
         if self._auto is not None:
             self._auto.begin(self, self.steps)
 
