@@ -270,7 +270,8 @@ class StepTest(OneProcessGroupTest):
                 opt.step()
                 ref_opt.zero_grad()
                 backward(ref, step)
-                norms.append(float(adt.clip._ORIGINAL[0](ref.parameters(), 0.05)))
+                torchs = adt.clip._ORIGINAL["clip_grad_norm_"]
+                norms.append(float(torchs(ref.parameters(), 0.05)))
                 ref_opt.step()
         self.assertGreater(min(norms), 0.1)  # every step was clipped, the first too
         for p, q in zip(model.parameters(), ref.parameters()):
@@ -284,11 +285,99 @@ class StepTest(OneProcessGroupTest):
         opt.zero_grad()
         backward(ddp, 0)
         before = [p.detach().clone() for p in model.parameters()]
-        adt.clip._ORIGINAL[0](model.parameters(), 1e-4)  # torch's own, bound earlier
+        adt.clip._ORIGINAL["clip_grad_norm_"](model.parameters(), 1e-4)  # bound earlier
         with self.assertRaisesRegex(RuntimeError, "holds the ranks' averaged optimizer step"):
             opt.step()
         for b, p in zip(before, model.parameters()):
             self.assertTrue(torch.equal(b, p))
+
+    def test_changes_through_data_are_refused_at_step(self):
+        """torch 1.13's clip_grad_value_ clamps p.grad.data, which leaves the version
+        counter as it was: bound before adacomp's import, or any change of .grad.data,
+        is found by the norms and refused, the weights untouched."""
+        for change in (lambda m: adt.clip._ORIGINAL["clip_grad_value_"](m.parameters(), 1e-4),
+                       lambda m: next(m.parameters()).grad.data.mul_(0.5)):
+            model, ddp = model_and_ddp()
+            opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                               momentum=0.9))
+            opt.zero_grad()
+            backward(ddp, 0)
+            before = [p.detach().clone() for p in model.parameters()]
+            change(model)
+            with self.assertRaisesRegex(RuntimeError, "also through .grad.data"):
+                opt.step()
+            for b, p in zip(before, model.parameters()):
+                self.assertTrue(torch.equal(b, p))
+            opt.hook.close()
+
+    def test_clip_value_is_taken_over(self):
+        """clip_grad_value_ after backward, world 1, the dense codec: .grad is left
+        alone, and from the next step on each rank's gradient is clamped before its
+        velocity: bit for bit torch's SGD whose gradient is clamped from step 1 on (its
+        step 0 unclamped, as the hook's velocity of step 0 was made before the call)."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                           momentum=0.9), codec="dense")
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        clamped = 0
+        for step in range(5):
+            opt.zero_grad()
+            backward(ddp, step)
+            averaged = [p.grad.clone() for p in model.parameters()]
+            if step == 0:
+                with self.assertWarnsRegex(RuntimeWarning, "clamps each rank's own gradient "
+                                                           "to \\+-0.02"):
+                    self.assertIsNone(torch.nn.utils.clip_grad_value_(model.parameters(),
+                                                                      0.02))
+            else:
+                torch.nn.utils.clip_grad_value_(model.parameters(), 0.02)
+            for a, p in zip(averaged, model.parameters()):
+                self.assertTrue(torch.equal(a, p.grad))  # .grad untouched
+            opt.step()
+            ref_opt.zero_grad()
+            backward(ref, step)
+            if step > 0:
+                clamped += sum(int((p.grad.abs() > 0.02).sum()) for p in ref.parameters())
+                adt.clip._ORIGINAL["clip_grad_value_"](ref.parameters(), 0.02)
+            ref_opt.step()
+            for p, q in zip(model.parameters(), ref.parameters()):
+                np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy(),
+                                              err_msg=f"step {step}")
+        self.assertGreater(clamped, 10)  # the clamp did clamp
+        self.assertEqual(opt.state_dict()["clip_value"], 0.02)
+        opt.hook.close()
+
+    def test_adam_with_a_value_clip_from_the_first_step_is_torchs(self):
+        """AdamW with clip_grad_value_ after every backward, world 1: torch's clamped
+        AdamW to rounding, the first step included (its moments are clamped at the
+        first call)."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        kw = dict(lr=0.01, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.1)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.AdamW(model.parameters(), **kw),
+                                       codec="dense")
+        ref_opt = torch.optim.AdamW(ref.parameters(), **kw)
+        clamped = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the take-over's warning
+            for step in range(6):
+                opt.zero_grad()
+                backward(ddp, step)
+                torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
+                opt.step()
+                ref_opt.zero_grad()
+                backward(ref, step)
+                clamped.append(sum(int((p.grad.abs() > 0.01).sum())
+                                   for p in ref.parameters()))
+                adt.clip._ORIGINAL["clip_grad_value_"](ref.parameters(), 0.01)
+                ref_opt.step()
+        self.assertGreater(min(clamped), 10)  # every step was clamped, the first too
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
 
     def test_other_parameters_go_to_torchs_clip(self):
         p = nn.Parameter(torch.ones(4))
@@ -296,6 +385,9 @@ class StepTest(OneProcessGroupTest):
         norm = torch.nn.utils.clip_grad_norm_([p], 1.0)
         self.assertAlmostEqual(float(norm), 6.0)
         self.assertAlmostEqual(float(p.grad.norm()), 1.0, places=5)
+        p.grad = torch.tensor([3.0, -3.0, 0.5, -0.5])
+        torch.nn.utils.clip_grad_value_(p, 1.0)
+        self.assertEqual(p.grad.tolist(), [1.0, -1.0, 0.5, -0.5])
 
     def test_state_dict_round_trip_and_refusals(self):
         model, ddp = model_and_ddp()

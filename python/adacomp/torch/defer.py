@@ -42,7 +42,7 @@ class _Deferred:
         for b, _ in held:
             buf = b.buffer()
             arr = (buf if buf.dtype == torch.float32 else buf.float()).numpy()
-            total += squared_norm(arr, _layout(b, buf, state._entry))
+            total += squared_norm(arr, _layout(b, buf, state._entry), local.clip_value)
         norm = math.sqrt(total)
         local.last_norm = norm
         local.step_factor = min(1.0, local.clip_norm / (norm + 1e-6))

@@ -44,13 +44,24 @@ Compression, and SGD's masking, start after the warm-up.
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from .. import _adacomp
 
-def squared_norm(arr, layout):
-    """The sum of squares of arr over the layout's slices ((entry, offset, count))."""
+def squared_norm(arr, layout, clamp=0.0):
+    """The sum of squares of arr over the layout's slices ((entry, offset, count));
+    with clamp > 0, of arr clamped to [-clamp, clamp] (arr itself is left as it is)."""
+    if clamp:
+        return sum(_adacomp._l2_norm(np.clip(arr[off:off + n], -clamp, clamp)) ** 2
+                   for _, off, n in layout)
     return sum(_adacomp._l2_norm(arr[off:off + n]) ** 2 for _, off, n in layout)
+
+
+def _clamp(arr, layout, value):
+    """Clamps the layout's slices of arr to [-value, value] in place (clip_grad_value_)."""
+    for _, off, n in layout:
+        np.clip(arr[off:off + n], -value, value, out=arr[off:off + n])
 
 
 def _scale(arr, layout, factor):
@@ -90,6 +101,7 @@ class _LocalOptimizer:
             for p in params:
                 self._decay[id(p)] = wd if isinstance(wd, dict) else float(wd)
         self.clip_norm = float(local.clip_norm)
+        self.clip_value = 0.0  # > 0: each rank's gradient clamped to +-it (clip_grad_value_)
         self.mask = bool(local.mask)
         self._warned_buckets = False  # clip() said once that the model spans buckets
         # The step's clip factor over every bucket (defer.py: the whole gradient's
@@ -182,7 +194,11 @@ class _LocalOptimizer:
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
         most clip_norm, as torch's clip_grad_norm_ does (factor clip_norm / (norm +
         1e-6) when below 1); nothing without clip_norm. A bucket after the first (the
-        model spans several, each clipped on its own) is warned of once."""
+        model spans several, each clipped on its own) is warned of once. With
+        clip_value, the gradient is first clamped to [-clip_value, clip_value] (a
+        script's clip_grad_value_), and the norm is the clamped gradient's."""
+        if self.clip_value:
+            _clamp(arr, layout, self.clip_value)
         if self.step_factor is not None:
             _scale(arr, layout, self.step_factor)
             return

@@ -89,6 +89,17 @@ def _local_form(optimizer):
     return None, f"{name} is not SGD with momentum, Adam or AdamW"
 
 
+def _norms(grads):
+    """The L2 norm of each noted .grad, as they are now."""
+    return torch.stack([torch.linalg.vector_norm(grad.detach()).float()
+                        for _, grad, _ in grads]) if grads else None
+
+
+def _same(a, b):
+    """Equal element by element, a NaN equal to a NaN."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """The optimizer to step, with the AdaComp hook registered on ``ddp_model``.
 
@@ -147,7 +158,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.hook.track_usage(ddp_model)
         ddp_model.register_comm_hook(self.hook, hook)
         self._grads = None  # (param, grad object, version) as DDP left them
+        self._norms = None  # and their norms
         self._warned_clip = False
+        self._warned_value = False
         if self.local:
             self.hook._local.follow(self.param_groups)
             self.hook._local.measure = True
@@ -169,19 +182,24 @@ class DistributedOptimizer(torch.optim.Optimizer):
     # ----- the step -------------------------------------------------------------------------
 
     def _averaged(self):
-        """After backward, once DDP wrote the averaged steps into .grad: notes them."""
+        """After backward, once DDP wrote the averaged steps into .grad: notes them, and
+        their norms (a change through .data leaves the version as it was)."""
         self._grads = [(p, p.grad, p.grad._version) for g in self.param_groups
                        for p in g["params"] if p.grad is not None]
+        self._norms = _norms(self._grads)
 
     def _check_untouched(self):
-        for p, grad, version in self._grads or ():
-            if p.grad is not grad or (grad is not None and grad._version != version):
-                raise RuntimeError(
-                    "adacomp DistributedOptimizer: .grad was changed between backward() and "
-                    "step(), but it holds the ranks' averaged optimizer step, not a "
-                    "gradient, and is applied as it is. A clip_grad_norm_ bound before "
-                    "adacomp was imported does this: call torch.nn.utils.clip_grad_norm_ "
-                    "(it clips each rank's gradient in the hook), or pass local=False")
+        changed = any(p.grad is not grad or (grad is not None and grad._version != version)
+                      for p, grad, version in self._grads or ())
+        if changed or (self._grads and not _same(_norms(self._grads), self._norms)):
+            raise RuntimeError(
+                "adacomp DistributedOptimizer: .grad was changed between backward() and "
+                "step(), but it holds the ranks' averaged optimizer step, not a gradient, "
+                "and is applied as it is. A clip_grad_norm_ or clip_grad_value_ bound "
+                "before adacomp was imported, or a change of .grad in place (also through "
+                ".grad.data), does this: call torch.nn.utils.clip_grad_norm_ or "
+                "clip_grad_value_ (they clip each rank's gradient in the hook), or pass "
+                "local=False")
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -193,7 +211,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self._check_untouched()
-        self._grads = None
+        self._grads = self._norms = None
         decoupled = self.kind == "adam"
         for g in self.param_groups:
             lr = g["lr"]
@@ -231,6 +249,47 @@ class DistributedOptimizer(torch.optim.Optimizer):
         norm = local.last_norm
         return torch.tensor(float("nan") if norm is None else norm)
 
+    def clip_value_requested(self, clip_value):
+        """clip.py: a clip_grad_value_ call on these parameters."""
+        if not clip_value > 0 or clip_value == float("inf"):
+            raise ValueError(f"clip_grad_value_: clip_value must be a finite number > 0 "
+                             f"here, not {clip_value}")
+        local = self.hook._local
+        if not local.clip_value and self.kind == "adam":
+            self._clamp_first_moments(clip_value)
+        if local.clip_value != clip_value and not self._warned_value:
+            self._warned_value = True
+            warnings.warn(
+                f"adacomp: clip_grad_value_ on a DistributedOptimizer's parameters clamps "
+                f"each rank's own gradient to +-{clip_value:g} before its optimizer, from "
+                f"the next step on; .grad (the averaged step) is left as it is",
+                RuntimeWarning, stacklevel=3)
+        local.clip_value = clip_value
+
+    def _clamp_first_moments(self, value):
+        """Adam, the script's first clip_grad_value_ call at the run's first step: the
+        step's moments become the clamped gradient's, as _clip_first_moments does for
+        the norm. m = (1 - b1) g and v = (1 - b2) g g are monotone in g and |g|, so
+        clamping m to +-(1 - b1) c and v to at most (1 - b2) c c, rounded as the
+        library rounds them, gives exactly the clamped gradient's moments; the step
+        already sent, about sign(g) in each element, stays the same to eps."""
+        state = self.hook
+        state.wait_idle()
+        local = state._local
+        if local.steps != 1:
+            return
+        f32 = np.float32
+        b1, b2 = local.betas
+        c = f32(value)
+        top_m = f32(f32(1.0 - b1) * c)
+        top_v = f32(f32(f32(1.0 - b2) * c) * c)
+        opt = local.opt
+        for k in local._index.values():
+            if opt.started(k) and tuple(opt.counts(k)) == (1, 1):
+                first, second = opt.first(k), opt.second(k)
+                opt.set_moments(k, np.clip(first, -top_m, top_m), np.minimum(second, top_v),
+                                1, 1)
+
     def _clip_first_moments(self, max_norm):
         """Adam, the script's first clip call at the run's first step: the step's
         moments are made the clipped gradient's. With no moments before, m = (1 - b1) g
@@ -264,6 +323,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """This optimizer's state_dict around ``hook_state`` (one rank's, or gathered)."""
         return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
                 "clip_norm": self.hook._local.clip_norm if self.local else 0.0,
+                "clip_value": self.hook._local.clip_value if self.local else 0.0,
                 "adacomp": hook_state}
 
     def state_dict(self):
@@ -301,3 +361,5 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self.hook._local.clip_norm = float(state_dict.get("clip_norm", 0.0))
             self.hook.clip_whole = bool(self.hook._local.clip_norm)
             self._warned_clip = self.hook.clip_whole
+            self.hook._local.clip_value = float(state_dict.get("clip_value", 0.0))
+            self._warned_value = bool(self.hook._local.clip_value)
