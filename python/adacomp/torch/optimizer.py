@@ -15,9 +15,10 @@ optimizer runs on the average, as the paper has it: such an optimizer's state
 The parameter groups are the optimizer's own (the same list), so a learning
 rate set on them every iteration, or a scheduler made before or after this
 call, takes effect, as does a schedule of SGD's momentum or Adam's betas
-(OneCycleLR's and CyclicLR's default: read at each step's first bucket); gradient accumulation (no_sync, require_backward_grad_sync)
-and zero_grad(set_to_none=True) work as without the hook. clip_grad_norm_ after
-backward clips each rank's own gradient (clip.py). state_dict() carries this
+(OneCycleLR's and CyclicLR's default: read at each step's first bucket);
+gradient accumulation (no_sync, require_backward_grad_sync) and
+zero_grad(set_to_none=True) work as without the hook. clip_grad_norm_ and
+clip_grad_value_ after backward clip each rank's own gradient (clip.py). state_dict() carries this
 rank's hook state; gathered_state_dict() every rank's, for a checkpoint that
 rank 0 alone writes.
 
