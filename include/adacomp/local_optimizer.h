@@ -13,7 +13,11 @@
 //         (the momentum correction of Deep Gradient Compression), with
 //         factor masking: an element the compressor sent has its velocity
 //         zeroed, so momentum from before the send does not push it again
-//         from the residue.
+//         from the residue. With nesterov, the step (g + weight_decay w) +
+//         momentum u of the new velocity is compressed instead (torch's
+//         SGD(nesterov=True); linear in the gradients too, so the average of
+//         the learners' steps is Nesterov's step on the averaged gradient);
+//         masking then zeroes the velocity where the step was sent.
 //   Adam  the bias-corrected step d = m_hat / (sqrt(v_hat) + eps) of this
 //         learner's gradient is compressed; nothing is masked.
 //
@@ -76,6 +80,7 @@ struct LocalOptimizerSettings {
   enum class Kind : uint8_t { kSgd = 0, kAdam = 1 };
   Kind kind = Kind::kSgd;
   double momentum = 0.9;                          // sgd: in [0, 1)
+  bool nesterov = false;                          // sgd: Nesterov's step (see above)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam: betas in [0, 1), eps > 0
   // adam: the second moment is frozen from this many committed steps on
   // (see above); 0: never. >= 0.
@@ -108,7 +113,8 @@ class LocalOptimizer {
 
   // The step direction of tensor k for this learner's gradient (grad.size()
   // == elements(k)): SGD u_next = momentum u + (grad + weight_decay param)
-  // (param: the tensor's weights, needed when weight_decay > 0); Adam d
+  // (param: the tensor's weights, needed when weight_decay > 0), or with
+  // nesterov (grad + weight_decay param) + momentum u_next; Adam d
   // from m_next and v_next with step count steps() + 1. Valid until the
   // next Prepare of k or Commit/Drop. InvalidArgument (nothing changed) on
   // a size that does not match, a weight decay < 0 or not finite, a weight

@@ -46,7 +46,7 @@ void AddLocalStepBindings(py::module_& m) {
   using Kind = LocalOptimizerSettings::Kind;
   py::class_<LocalOptimizer>(m, "_LocalOptimizer")
       .def(py::init([](const std::string& kind, double momentum, double beta1, double beta2,
-                       double eps, int64_t freeze_after, double step_scale) {
+                       double eps, int64_t freeze_after, double step_scale, bool nesterov) {
              LocalOptimizerSettings s;
              if (kind == "sgd") {
                s.kind = Kind::kSgd;
@@ -61,13 +61,14 @@ void AddLocalStepBindings(py::module_& m) {
              s.eps = eps;
              s.freeze_second_moment_after = freeze_after;
              s.adam_step_scale = step_scale;
+             s.nesterov = nesterov;
              auto made = LocalOptimizer::Create(s);
              Raise(made.status());
              return std::move(made).value();
            }),
            py::arg("kind"), py::arg("momentum") = 0.9, py::arg("beta1") = 0.9,
            py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("freeze_after") = 0,
-           py::arg("step_scale") = 1.0)
+           py::arg("step_scale") = 1.0, py::arg("nesterov") = false)
       .def("add_tensor", &LocalOptimizer::AddTensor, py::arg("elements"))
       .def(
           "prepare",

@@ -45,8 +45,9 @@ class PolicyTest(OneProcessGroupTest):
             (lambda p: torch.optim.AdamW(p, lr=1e-3), "adam", None),
             (lambda p: torch.optim.Adam(p, lr=1e-3), "adam", None),
             (lambda p: torch.optim.SGD(p, lr=0.1), None, "SGD without momentum"),
-            (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), None,
-             "Nesterov"),
+            (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), "sgd", None),
+            (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5), None,
+             "dampening"),
             (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), None, "L2 term"),
             (lambda p: torch.optim.Adam(p, lr=1e-3, amsgrad=True), None, "amsgrad"),
             (lambda p: torch.optim.RMSprop(p, lr=1e-3), None, "RMSprop is not"),
@@ -125,6 +126,35 @@ class StepTest(OneProcessGroupTest):
             for p, q in zip(model.parameters(), ref.parameters()):
                 np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy(),
                                               err_msg=f"step {step} lr {lr}")
+
+    def test_local_nesterov_is_torchs(self):
+        """SGD(nesterov=True) with weight decay (timm's default SGD), world 1, the dense
+        codec: torch's Nesterov SGD to rounding over 8 steps."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+        kw = dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), **kw),
+                                       codec="dense")
+        self.assertTrue(opt.hook.settings.local.nesterov)
+        ref_opt = torch.optim.SGD(ref.parameters(), **kw)
+        plain = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-2)
+        for step in range(8):
+            for o, net in ((opt, ddp), (ref_opt, ref)):
+                o.zero_grad()
+                backward(net, step)
+                o.step()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                       atol=1e-7)
+        # ... and not plain momentum's, which ends elsewhere.
+        for step in range(8):
+            plain.zero_grad()
+            backward(ref, step)
+            plain.step()
+        self.assertGreater(max(float((p - q).abs().max())
+                               for p, q in zip(model.parameters(), ref.parameters())), 1e-3)
+        opt.hook.close()
 
     def test_schedulers_before_and_after_the_call(self):
         model, ddp = model_and_ddp()

@@ -361,6 +361,7 @@ class SplitOptimizerTest(unittest.TestCase):
         self.assertEqual(local["local_optimizer"], "sgd")
         self.assertEqual(local["momentum"], 0.8)
         self.assertEqual(local["local_weight_decay"], [(self.w, 1e-4)])
+        self.assertIs(local["nesterov"], False)
         self.assertIsInstance(plain, torch.optim.SGD)
         self.assertEqual([(g["lr"], g["momentum"], g["weight_decay"]) for g in plain.param_groups],
                          [(0.1, 0.0, 0.0), (0.5, 0.0, 0.0)])
@@ -374,10 +375,22 @@ class SplitOptimizerTest(unittest.TestCase):
         self.assertEqual([(g["lr"], g["momentum"], g["weight_decay"]) for g in plain.param_groups],
                          [(1e-3, 0.0, 0.1), (1e-3, 0.0, 0.0)])
 
+    def test_sgd_nesterov(self):
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+        local, plain = adt.split_optimizer(opt)
+        self.assertIs(local["nesterov"], True)
+        self.assertFalse(plain.param_groups[0]["nesterov"])
+        state = adt.AdaCompState(model=self.model, **local)
+        self.assertEqual(state.state_dict()["local_optimizer"]["settings"]["nesterov"], True)
+        with self.assertRaisesRegex(ValueError, "nesterov goes with local_optimizer 'sgd'"):
+            adt.AdaCompState(model=self.model, local_optimizer="adam", nesterov=True)
+        with self.assertRaisesRegex(ValueError, "nesterov goes with local_optimizer 'sgd'"):
+            adt.AdaCompState(model=self.model, nesterov=True)
+
     def test_refusals(self):
         p = list(self.model.parameters())
         cases = {
-            "Nesterov": torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+            "dampening": torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1),
             "without momentum": torch.optim.SGD(p, lr=0.1),
             "same momentum": torch.optim.SGD([{"params": self.w, "momentum": 0.5},
                                               {"params": self.b}], lr=0.1, momentum=0.9),

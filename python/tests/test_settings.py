@@ -79,8 +79,11 @@ class SettingsTest(OneProcessGroupTest):
         self.assertIsNone(adt.Settings.of(local, local_optimizer=None).local)
         self.assertEqual(adt.Settings.of(auto=True).auto, adt.AutoSettings())
         self.assertEqual(set(adt.Settings.names()), set(adt.Settings().flat()) | {
-            "local_optimizer", "momentum", "betas", "eps", "local_weight_decay",
+            "local_optimizer", "momentum", "nesterov", "betas", "eps", "local_weight_decay",
             "local_clip_norm", "local_mask", "local_step_scale", "auto_options"})
+        nesterov = adt.Settings.of(local_optimizer="sgd", nesterov=True)
+        self.assertTrue(nesterov.local.nesterov)
+        self.assertEqual(adt.Settings.of(**nesterov.flat()), nesterov)
         scaled = adt.Settings.of(local_optimizer="adam", local_step_scale=2.0)
         self.assertEqual(scaled.local.step_scale, 2.0)
         self.assertEqual(adt.Settings.of(**scaled.flat()), scaled)

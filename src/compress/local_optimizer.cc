@@ -33,6 +33,17 @@ void MomentumLoop(size_t n, const float* __restrict u0, const float* __restrict 
   }
 }
 
+// Nesterov's step d = (wd w + g) + m u, u the new velocity (the sum in
+// parentheses rounded as MomentumLoop rounds it).
+void NesterovLoop(size_t n, const float* __restrict u, const float* __restrict g,
+                  const float* __restrict w, float m, float wd, float* __restrict d) {
+  if (w) {
+    for (size_t i = 0; i < n; ++i) d[i] = (wd * w[i] + g[i]) + m * u[i];
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = g[i] + m * u[i];
+  }
+}
+
 struct AdamConstants {
   float b1, c1, b2, c2, bc1, bc2, eps, scale;
 };
@@ -82,6 +93,9 @@ Status LocalOptimizerSettings::Validate() const {
                                      std::to_string(eps));
     }
   }
+  if (nesterov && kind != Kind::kSgd) {
+    return Status::InvalidArgument("local optimizer: nesterov goes with sgd");
+  }
   if (freeze_second_moment_after < 0) {
     return Status::InvalidArgument("local optimizer: freeze_second_moment_after must be >= 0");
   }
@@ -127,7 +141,7 @@ void LocalOptimizer::Allocate(Tensor& t) const {
   const bool adam = s_.kind == LocalOptimizerSettings::Kind::kAdam;
   if (t.next_first.size() != n) t.next_first.assign(n, 0.0f);
   if (adam && t.next_second.size() != n) t.next_second.assign(n, 0.0f);
-  if (adam && t.step.size() != n) t.step.assign(n, 0.0f);
+  if ((adam || s_.nesterov) && t.step.size() != n) t.step.assign(n, 0.0f);
 }
 
 Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float> grad,
@@ -164,10 +178,14 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
   t.masking = 0;
   const float* g = grad.data();
   if (!adam) {
-    MomentumLoop(n, t.steps > 0 ? t.first.data() : nullptr, g,
-                 weight_decay != 0 ? param.data() : nullptr, static_cast<float>(s_.momentum),
-                 static_cast<float>(weight_decay), t.next_first.data());
+    const float* w = weight_decay != 0 ? param.data() : nullptr;
+    const float m = static_cast<float>(s_.momentum), wd = static_cast<float>(weight_decay);
+    MomentumLoop(n, t.steps > 0 ? t.first.data() : nullptr, g, w, m, wd, t.next_first.data());
     t.froze = false;
+    if (s_.nesterov) {
+      NesterovLoop(n, t.next_first.data(), g, w, m, wd, t.step.data());
+      return std::span<float>(t.step);
+    }
     return std::span<float>(t.next_first);
   }
   const int64_t frozen_after = s_.freeze_second_moment_after;

@@ -14,7 +14,8 @@ and compresses the step they give; the average of the steps is applied as it is
   "sgd"   the velocity u = momentum u + (g + weight_decay w) is compressed (the
           momentum correction of Deep Gradient Compression), with factor masking:
           an element the compressor sent has its velocity zeroed, so momentum from
-          before the send does not push it again from the residue.
+          before the send does not push it again from the residue. With nesterov,
+          Nesterov's step (g + weight_decay w) + momentum u is compressed instead.
   "adam"  the bias-corrected Adam step d = m_hat / (sqrt(v_hat) + eps) of this
           rank's gradient is compressed; nothing is masked. AdamW's decoupled
           weight decay stays with the SGD that applies the average (the same
@@ -85,10 +86,12 @@ class _LocalOptimizer:
         self.eps = float(local.eps)
         self.freeze_after = freeze_after
         self.step_scale = float(local.step_scale)
+        self.nesterov = bool(local.nesterov)
         # The library's optimizer (adacomp/local_optimizer.h); its settings' check
         # (ValueError) is the one for momentum, betas and eps.
         self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
-                                            self.eps, freeze_after, self.step_scale)
+                                            self.eps, freeze_after, self.step_scale,
+                                            self.nesterov)
         # id(parameter) -> the weight decay added to its gradient before the momentum
         # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
         # wd: a number, or a torch parameter group whose "weight_decay" is read at each
@@ -137,7 +140,10 @@ class _LocalOptimizer:
 
     def settings(self):
         if self.kind == "sgd":
-            return {"kind": "sgd", "momentum": self.momentum, "mask": self.mask}
+            out = {"kind": "sgd", "momentum": self.momentum, "mask": self.mask}
+            if self.nesterov:
+                out["nesterov"] = True
+            return out
         out = {"kind": "adam", "betas": list(self.betas), "eps": self.eps}
         if self.freeze_after:
             out["second_moment_frozen_after"] = self.freeze_after
@@ -333,7 +339,7 @@ def split_optimizer(optimizer):
     that applies the averaged step. Returns (kwargs for AdaCompState, torch.optim.SGD
     over the same parameter groups with momentum 0).
 
-    SGD (momentum > 0, no Nesterov, no dampening): the hook keeps the velocity, with
+    SGD (momentum > 0, Nesterov or not, no dampening): the hook keeps the velocity, with
     each group's weight decay added to the gradient before it (as torch's SGD does);
     the returned SGD has no weight decay. AdamW, or Adam without weight decay: the
     hook keeps the moments (betas, eps), and the returned SGD applies each group's
@@ -361,14 +367,14 @@ def split_optimizer(optimizer):
         return torch.optim.SGD(out, lr=groups[0]["lr"], momentum=0.0)
 
     if isinstance(optimizer, torch.optim.SGD):
-        if same("nesterov") or same("dampening"):
-            raise ValueError("split_optimizer: SGD with Nesterov or dampening has no local "
-                             "form here")
+        if same("dampening"):
+            raise ValueError("split_optimizer: SGD with dampening has no local form here")
+        nesterov = bool(same("nesterov"))
         momentum = same("momentum")
         if momentum <= 0:
             raise ValueError("split_optimizer: SGD without momentum has no moments to keep")
         decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
-        return ({"local_optimizer": "sgd", "momentum": momentum,
+        return ({"local_optimizer": "sgd", "momentum": momentum, "nesterov": nesterov,
                  "local_weight_decay": decay}, plain(False))
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
         if same("amsgrad"):

@@ -4,10 +4,10 @@
 
 It registers the AdaComp hook on the DDP model and returns the optimizer the
 script steps. Where the optimizer has a form that runs on each rank (SGD with
-momentum, Adam without L2 decay, AdamW), each rank keeps the optimizer's
-moments of its own gradient and compresses the step they give; the average of
-the ranks' steps is applied at step() with the learning rate and decoupled
-weight decay the parameter groups hold then (docs/algorithm.md, the local
+momentum, Nesterov's too, Adam without L2 decay, AdamW), each rank keeps the
+optimizer's moments of its own gradient and compresses the step they give; the
+average of the ranks' steps is applied at step() with the learning rate and
+decoupled weight decay the parameter groups hold then (docs/algorithm.md, the local
 optimizer). With any other optimizer the hook compresses the gradient and the
 optimizer runs on the average, as the paper has it: such an optimizer's state
 (if any) is kept after averaging, where only the averaged gradient exists.
@@ -72,11 +72,14 @@ def _local_form(optimizer):
         if momentum <= 0:
             return None, ("SGD without momentum keeps no state: on the average it is "
                           "the same optimizer")
-        if any(g.get("nesterov") or g.get("dampening") for g in groups):
-            return None, "SGD with Nesterov or dampening has no local form here"
+        if any(g.get("dampening") for g in groups):
+            return None, "SGD with dampening has no local form here"
+        nesterov = same("nesterov", False)
+        if nesterov is None:
+            return None, "its parameter groups differ in nesterov"
         decay = [(list(g["params"]), g) for g in groups]  # read at each step
         return "sgd", {"local_optimizer": "sgd", "momentum": momentum,
-                       "local_weight_decay": decay}
+                       "nesterov": bool(nesterov), "local_weight_decay": decay}
     if type(optimizer) in (torch.optim.Adam, torch.optim.AdamW):
         if any(g.get("amsgrad") for g in groups):
             return None, "amsgrad has no local form here"

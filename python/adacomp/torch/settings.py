@@ -109,7 +109,7 @@ class ExchangeSettings:
 @dataclasses.dataclass(frozen=True)
 class LocalSettings:
     """The optimizer's moments on each rank (local_optimizer.py): kind "sgd" or "adam",
-    momentum (sgd), betas and eps (adam), weight_decay: [(parameters, decay)] added
+    momentum and nesterov (sgd), betas and eps (adam), weight_decay: [(parameters, decay)] added
     inside SGD's velocity, clip_norm (> 0): each rank's gradient clipped before the
     moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
     velocity goes on, and each gradient's whole momentum is sent in time), step_scale
@@ -125,10 +125,15 @@ class LocalSettings:
     clip_norm: float = 0.0
     mask: bool = True
     step_scale: float = 1.0
+    nesterov: bool = False
 
     def __post_init__(self):
         if self.kind not in ("sgd", "adam"):
             raise ValueError(f"local_optimizer: 'sgd' or 'adam', not {self.kind!r}")
+        if not isinstance(self.nesterov, bool):
+            raise ValueError(f"nesterov must be True or False, not {self.nesterov!r}")
+        if self.nesterov and self.kind != "sgd":
+            raise ValueError("nesterov goes with local_optimizer 'sgd'")
         c = self.clip_norm
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (
                 c >= 0 and math.isfinite(c)):
@@ -187,6 +192,7 @@ class Settings:
         **{f.name: ("schedule", f.name) for f in dataclasses.fields(ScheduleSettings)},
         **{f.name: ("exchange", f.name) for f in dataclasses.fields(ExchangeSettings)},
         "local_optimizer": ("local", "kind"), "momentum": ("local", "momentum"),
+        "nesterov": ("local", "nesterov"),
         "betas": ("local", "betas"), "eps": ("local", "eps"),
         "local_weight_decay": ("local", "weight_decay"), "local_clip_norm": ("local", "clip_norm"),
         "local_mask": ("local", "mask"), "local_step_scale": ("local", "step_scale"),
@@ -226,6 +232,8 @@ class Settings:
                 raise ValueError("local_mask goes with local_optimizer 'sgd'")
             if local_args.get("step_scale", 1) != 1:
                 raise ValueError("local_step_scale goes with local_optimizer 'adam'")
+            if local_args.get("nesterov"):
+                raise ValueError("nesterov goes with local_optimizer 'sgd'")
             local = None
         else:
             start = base.local if base.local is not None else LocalSettings(kind=kind)
@@ -250,6 +258,7 @@ class Settings:
             out.update(dataclasses.asdict(getattr(self, group)))
         if self.local is not None:
             out.update(local_optimizer=self.local.kind, momentum=self.local.momentum,
+                       nesterov=self.local.nesterov,
                        betas=self.local.betas, eps=self.local.eps,
                        local_weight_decay=self.local.weight_decay,
                        local_clip_norm=self.local.clip_norm, local_mask=self.local.mask,
