@@ -87,6 +87,44 @@ class PolicyTest(OneProcessGroupTest):
         self.assertFalse(opt.local)
         self.assertIn("differ in momentum", opt.why)
 
+    def test_an_optimizer_over_part_of_the_model_runs_on_the_average(self):
+        """The head trained by a second optimizer: run on each rank, the first one's
+        averaged velocity would reach the head's .grad (0.2 off here by step 1); on the
+        average the head's .grad is its gradient. Frozen parameters do not count."""
+        model, ddp = model_and_ddp()
+        opt = adt.DistributedOptimizer(
+            ddp, torch.optim.SGD(model[0].parameters(), lr=0.1, momentum=0.9), codec="dense")
+        self.assertFalse(opt.local)
+        self.assertIn("does not hold every trained parameter of the model (2.weight, "
+                      "2.bias)", opt.why)
+        head = torch.optim.SGD(model[2].parameters(), lr=0.1)
+        for step in range(3):
+            opt.zero_grad()
+            head.zero_grad()
+            backward(ddp, step)
+            g = torch.Generator().manual_seed(step)
+            x, y = torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)
+            want = torch.autograd.grad(nn.functional.cross_entropy(model(x), y),
+                                       list(model[2].parameters()))
+            for p, w in zip(model[2].parameters(), want):
+                torch.testing.assert_close(p.grad, w, rtol=0, atol=1e-7)
+            opt.step()
+            head.step()
+        opt.hook.close()
+        with self.assertRaisesRegex(ValueError, "local=True, but the optimizer does not"):
+            model, ddp = model_and_ddp()
+            adt.DistributedOptimizer(ddp, torch.optim.SGD(model[0].parameters(), lr=0.1,
+                                                          momentum=0.9), local=True)
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        for p in model[2].parameters():
+            p.requires_grad_(False)
+        ddp = nn.parallel.DistributedDataParallel(model)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.1,
+                                                           momentum=0.9))
+        self.assertTrue(opt.local, opt.why)
+        opt.hook.close()
+
     def test_local_true_where_it_cannot_is_refused(self):
         model, ddp = model_and_ddp()
         with self.assertRaisesRegex(ValueError, "local=True, but RMSprop"):

@@ -135,6 +135,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("DistributedOptimizer: the optimizer has parameters that the "
                              "DDP model does not")
         kind, found = _local_form(optimizer) if local is not False else (None, "local=False")
+        others = [n for n, p in ddp_model.module.named_parameters()
+                  if p.requires_grad and id(p) not in self._param_ids]
+        if kind is not None and others:
+            # DDP averages every parameter's bucket through the one hook: run there, the
+            # optimizer would leave its averaged step in the .grad another optimizer reads.
+            kind, found = None, (
+                f"the optimizer does not hold every trained parameter of the model "
+                f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}), whose "
+                f".grad another optimizer then needs as the averaged gradient")
         if local and kind is None:
             raise ValueError(f"DistributedOptimizer: local=True, but {found}")
         self.inner = optimizer
