@@ -33,8 +33,9 @@
 //   - Weight decay: SGD takes it inside the velocity (torch's SGD: the
 //     velocity is linear in the gradients, so the average of the learners'
 //     velocities is SGD with momentum and weight decay on the averaged
-//     gradient). Adam takes none: its decay is decoupled (AdamW) and
-//     belongs to whoever applies the averaged step.
+//     gradient). Adam takes it, when given, inside the gradient, wd w + g
+//     before the moments (torch's Adam's L2 term); AdamW's decoupled decay
+//     belongs to whoever applies the averaged step (give none here).
 //   - Masking: an element is masked when this learner's frame of the step
 //     carries a non-zero value for it (MaskSent: a sparse frame's entries,
 //     never a pass over the tensor). A step sent whole masks nothing: a
@@ -115,10 +116,10 @@ class LocalOptimizer {
   // == elements(k)): SGD u_next = momentum u + (grad + weight_decay param)
   // (param: the tensor's weights, needed when weight_decay > 0), or with
   // nesterov (grad + weight_decay param) + momentum u_next; Adam d
-  // from m_next and v_next with step count steps() + 1. Valid until the
-  // next Prepare of k or Commit/Drop. InvalidArgument (nothing changed) on
-  // a size that does not match, a weight decay < 0 or not finite, a weight
-  // decay without param or with Adam.
+  // from m_next and v_next of grad + weight_decay param, with step count
+  // steps() + 1. Valid until the next Prepare of k or Commit/Drop.
+  // InvalidArgument (nothing changed) on a size that does not match, a
+  // weight decay < 0 or not finite, a weight decay without param.
   Result<std::span<float>> Prepare(size_t k, std::span<const float> grad,
                                    std::span<const float> param = {}, double weight_decay = 0);
 

@@ -48,7 +48,7 @@ class PolicyTest(OneProcessGroupTest):
             (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), "sgd", None),
             (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5), None,
              "dampening"),
-            (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), None, "L2 term"),
+            (lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=0.1), "adam", None),
             (lambda p: torch.optim.Adam(p, lr=1e-3, amsgrad=True), None, "amsgrad"),
             (lambda p: torch.optim.RMSprop(p, lr=1e-3), None, "RMSprop is not"),
         ]
@@ -192,6 +192,47 @@ class StepTest(OneProcessGroupTest):
             plain.step()
         self.assertGreater(max(float((p - q).abs().max())
                                for p, q in zip(model.parameters(), ref.parameters())), 1e-3)
+        opt.hook.close()
+
+    def test_local_adam_with_an_l2_term_is_torchs(self):
+        """Adam(weight_decay) adds weight_decay w to the gradient before its moments (not
+        AdamW's decoupled decay): world 1, the dense codec, no step scale at world 1,
+        against torch's Adam to rounding over 6 steps, with groups of their own decay
+        and one changed by the script mid-run; and AdamW at the same decay ends
+        elsewhere."""
+        model, ddp = model_and_ddp()
+        ref = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        ref.load_state_dict(model.state_dict())
+
+        def groups(net):
+            return [{"params": net[0].parameters(), "weight_decay": 0.5},
+                    {"params": net[2].parameters(), "weight_decay": 0.0}]
+
+        kw = dict(lr=0.01, betas=(0.9, 0.95), eps=1e-12)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.Adam(groups(model), **kw),
+                                       codec="dense")
+        self.assertEqual(opt.kind, "adam")
+        ref_opt = torch.optim.Adam(groups(ref), **kw)
+        for step in range(6):
+            if step == 3:
+                for o in (opt, ref_opt):
+                    o.param_groups[1]["weight_decay"] = 0.25
+            for o, net in ((opt, ddp), (ref_opt, ref)):
+                o.zero_grad()
+                backward(net, step)
+                o.step()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4,
+                                       atol=1e-6)
+        decoupled = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+        decoupled.load_state_dict(model_and_ddp()[0].state_dict())
+        adamw = torch.optim.AdamW(groups(decoupled), **kw)
+        for step in range(6):
+            adamw.zero_grad()
+            backward(decoupled, step)
+            adamw.step()
+        self.assertGreater(max(float((p - q).abs().max()) for p, q in
+                               zip(model.parameters(), decoupled.parameters())), 1e-3)
         opt.hook.close()
 
     def test_schedulers_before_and_after_the_call(self):

@@ -49,27 +49,42 @@ struct AdamConstants {
 };
 
 // Adam's moments and step; m0 and v0 null: no moments yet (zero). frozen:
-// v0 is the second moment as it stays, v is not written.
-void AdamLoop(const AdamConstants& k, size_t n, const float* __restrict m0,
-              const float* __restrict v0, const float* __restrict g, bool frozen,
-              float* __restrict m, float* __restrict v, float* __restrict d) {
+// v0 is the second moment as it stays, v is not written. w (with wd):
+// Adam's L2 term, the gradient is wd w + g (rounded as MomentumLoop rounds
+// it). kL2 makes the loops without it their own (each vectorizes).
+template <bool kL2>
+void AdamLoopT(const AdamConstants& k, size_t n, const float* __restrict m0,
+               const float* __restrict v0, const float* __restrict g, const float* __restrict w,
+               float wd, bool frozen, float* __restrict m, float* __restrict v,
+               float* __restrict d) {
   const float b1 = k.b1, c1 = k.c1, b2 = k.b2, c2 = k.c2, bc1 = k.bc1, bc2 = k.bc2, e = k.eps,
               s = k.scale;
   if (frozen) {
     for (size_t i = 0; i < n; ++i) {
-      const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
+      const float gi = kL2 ? wd * w[i] + g[i] : g[i];
+      const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * gi;
       m[i] = mi;
       d[i] = (mi / bc1) / (std::sqrt(v0[i] / bc2) + e);
     }
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * g[i];
-    const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * g[i] * g[i];
+    const float gi = kL2 ? wd * w[i] + g[i] : g[i];
+    const float mi = (m0 ? b1 * m0[i] : 0.0f) + c1 * gi;
+    const float vi = (v0 ? b2 * v0[i] : 0.0f) + c2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     // x * 1.0f is x's own bits, so the unscaled step stays as documented.
     d[i] = s * ((mi / bc1) / (std::sqrt(vi / bc2) + e));
+  }
+}
+
+void AdamLoop(const AdamConstants& k, size_t n, const float* m0, const float* v0, const float* g,
+              const float* w, float wd, bool frozen, float* m, float* v, float* d) {
+  if (w) {
+    AdamLoopT<true>(k, n, m0, v0, g, w, wd, frozen, m, v, d);
+  } else {
+    AdamLoopT<false>(k, n, m0, v0, g, nullptr, 0.0f, frozen, m, v, d);
   }
 }
 
@@ -162,11 +177,6 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
     if (!(weight_decay > 0 && Finite(weight_decay))) {
       return Status::InvalidArgument("local optimizer: weight decay must be finite and >= 0");
     }
-    if (adam) {
-      return Status::InvalidArgument(
-          "local optimizer: adam takes no weight decay (AdamW's decoupled decay belongs to "
-          "the step that applies the average)");
-    }
     if (param.size() != n) {
       return Status::InvalidArgument("local optimizer: weight decay needs tensor " +
                                      std::to_string(k) + "'s " + std::to_string(n) +
@@ -202,7 +212,8 @@ Result<std::span<float>> LocalOptimizer::Prepare(size_t k, std::span<const float
                         static_cast<float>(s_.eps),
                         static_cast<float>(s_.adam_step_scale)};
   const bool started = t.steps > 0;
-  AdamLoop(c, n, started ? t.first.data() : nullptr, started ? t.second.data() : nullptr, g, frozen,
+  AdamLoop(c, n, started ? t.first.data() : nullptr, started ? t.second.data() : nullptr, g,
+           weight_decay != 0 ? param.data() : nullptr, static_cast<float>(weight_decay), frozen,
            t.next_first.data(), t.next_second.data(), t.step.data());
   t.froze = frozen;
   return std::span<float>(t.step);

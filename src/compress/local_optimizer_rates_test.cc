@@ -6,25 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "adacomp/local_optimizer.h"
+#include "local_optimizer_test_util.h"
 
 namespace adacomp {
 namespace {
 
 using Kind = LocalOptimizerSettings::Kind;
 
-std::vector<float> Normal(std::mt19937& rng, size_t n) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (auto& v : g) v = normal(rng);
-  return g;
-}
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using namespace local_optimizer_test;  // NOLINT: the tests' helpers
 
 // OneCycleLR's momentum: from 0.95 down to 0.85 and back, one value a step.
 double CycledMomentum(int step, int steps) {
@@ -44,7 +37,7 @@ TEST(LocalOptimizerRates, SgdFollowsAMomentumScheduleBitForBit) {
     const double m = CycledMomentum(step, steps);
     ASSERT_TRUE(lo->SetRates(m, 0.5, 0.5).ok());  // the betas are Adam's: ignored
     EXPECT_EQ(lo->settings().momentum, m);
-    std::vector<float> g = Normal(rng, n);
+    std::vector<float> g = Gradient(rng, n);
     auto next = lo->Prepare(0, g);
     ASSERT_TRUE(next.ok()) << next.status().ToString();
     for (size_t j = 0; j < n; ++j) {
@@ -72,7 +65,7 @@ TEST(LocalOptimizerRates, AdamCorrectsEachStepWithItsOwnBetas) {
     const double b1 = CycledMomentum(t - 1, steps);
     const double b2 = t <= 4 ? 0.999 : 0.99;  // a beta2 moved once, mid-run
     ASSERT_TRUE(lo->SetRates(0.1, b1, b2).ok());
-    std::vector<float> g = Normal(rng, n);
+    std::vector<float> g = Gradient(rng, n);
     auto d = lo->Prepare(0, g);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     const float bc1 = static_cast<float>(1.0 - std::pow(b1, t));

@@ -19,7 +19,8 @@ and compresses the step they give; the average of the steps is applied as it is
   "adam"  the bias-corrected Adam step d = m_hat / (sqrt(v_hat) + eps) of this
           rank's gradient is compressed; nothing is masked. AdamW's decoupled
           weight decay stays with the SGD that applies the average (the same
-          update: w -= lr (d + weight_decay w)).
+          update: w -= lr (d + weight_decay w)); Adam's L2 term (weight_decay
+          here) is added to the gradient before the moments, as torch's Adam adds it.
 
 The elements masked are those the frame carries with a non-zero value (a sparse
 frame's entries, never a pass over the tensor): the ones whose residue the send
@@ -92,15 +93,13 @@ class _LocalOptimizer:
         self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
                                             self.eps, freeze_after, self.step_scale,
                                             self.nesterov)
-        # id(parameter) -> the weight decay added to its gradient before the momentum
-        # (sgd only; adam's decoupled decay belongs to the SGD that applies the step).
+        # id(parameter) -> the weight decay added to its gradient before the moments
+        # (sgd, and adam's L2 term: torch's Adam(weight_decay); AdamW's decoupled decay
+        # belongs to the SGD that applies the step and is not given here).
         # wd: a number, or a torch parameter group whose "weight_decay" is read at each
         # step (DistributedOptimizer: a schedule that sets it takes effect).
         self._decay = {}
         for params, wd in (local.weight_decay or ()):
-            if kind != "sgd" and (wd.get("weight_decay", 0) if isinstance(wd, dict) else wd):
-                raise ValueError("weight_decay goes with local_optimizer 'sgd' (AdamW's "
-                                 "decay stays with the SGD that applies the step)")
             for p in params:
                 self._decay[id(p)] = wd if isinstance(wd, dict) else float(wd)
         self.clip_norm = float(local.clip_norm)
@@ -188,7 +187,7 @@ class _LocalOptimizer:
             self._fresh = False
             self._read_rates()
         wd, w = 0.0, None
-        if self.kind == "sgd":
+        if self._decay:
             wd = self._decay.get(id(e.param), 0.0)
             if isinstance(wd, dict):
                 wd = float(wd.get("weight_decay", 0.0))
@@ -341,9 +340,10 @@ def split_optimizer(optimizer):
 
     SGD (momentum > 0, Nesterov or not, no dampening): the hook keeps the velocity, with
     each group's weight decay added to the gradient before it (as torch's SGD does);
-    the returned SGD has no weight decay. AdamW, or Adam without weight decay: the
-    hook keeps the moments (betas, eps), and the returned SGD applies each group's
-    decoupled weight decay. Every group must share momentum, or betas and eps. Call
+    the returned SGD has no weight decay. AdamW: the hook keeps the moments (betas,
+    eps), and the returned SGD applies each group's decoupled weight decay. Adam: the
+    same, its weight decay (an L2 term) added to the gradient in the hook. Every group
+    must share momentum, or betas and eps. Call
     it before making the learning-rate scheduler (make that on the returned SGD).
     """
     groups = optimizer.param_groups
@@ -379,11 +379,12 @@ def split_optimizer(optimizer):
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
         if same("amsgrad"):
             raise ValueError("split_optimizer: amsgrad has no local form here")
-        if not isinstance(optimizer, torch.optim.AdamW) and any(g["weight_decay"]
-                                                                for g in groups):
-            raise ValueError("split_optimizer: Adam's weight decay (an L2 term in the "
-                             "gradient) has no local form here; use AdamW")
-        return ({"local_optimizer": "adam", "betas": same("betas"), "eps": same("eps")},
-                plain(True))
+        local = {"local_optimizer": "adam", "betas": same("betas"), "eps": same("eps")}
+        if isinstance(optimizer, torch.optim.AdamW):
+            return local, plain(True)
+        decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
+        if decay:  # Adam's L2 term, in the gradient before the moments
+            local["local_weight_decay"] = decay
+        return local, plain(False)
     raise ValueError(f"split_optimizer: {type(optimizer).__name__} has no local form "
                      f"(SGD with momentum, Adam or AdamW)")

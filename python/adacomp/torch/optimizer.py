@@ -4,7 +4,7 @@
 
 It registers the AdaComp hook on the DDP model and returns the optimizer the
 script steps. Where the optimizer has a form that runs on each rank (SGD with
-momentum, Nesterov's too, Adam without L2 decay, AdamW), each rank keeps the
+momentum, Nesterov's too, Adam, AdamW), each rank keeps the
 optimizer's moments of its own gradient and compresses the step they give; the
 average of the ranks' steps is applied at step() with the learning rate and
 decoupled weight decay the parameter groups hold then (docs/algorithm.md, the local
@@ -83,13 +83,13 @@ def _local_form(optimizer):
     if type(optimizer) in (torch.optim.Adam, torch.optim.AdamW):
         if any(g.get("amsgrad") for g in groups):
             return None, "amsgrad has no local form here"
-        if type(optimizer) is torch.optim.Adam and any(g["weight_decay"] for g in groups):
-            return None, ("Adam's weight decay is an L2 term in the gradient, which has no "
-                          "local form here (AdamW's decoupled decay has)")
         betas, eps = same("betas"), same("eps")
         if betas is None or eps is None:
             return None, "its parameter groups differ in betas or eps"
-        return "adam", {"local_optimizer": "adam", "betas": tuple(betas), "eps": eps}
+        out = {"local_optimizer": "adam", "betas": tuple(betas), "eps": eps}
+        if type(optimizer) is torch.optim.Adam:  # its weight decay: an L2 term, in the hook
+            out["local_weight_decay"] = [(list(g["params"]), g) for g in groups]
+        return "adam", out
     return None, f"{name} is not SGD with momentum, Adam or AdamW"
 
 
@@ -187,8 +187,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         hook_state = getattr(self, "hook", None)
         if hook_state is not None and self.local:
             hook_state._local.follow(self.param_groups)  # momentum or betas, each step
-        if hook_state is not None and self.local and self.kind == "sgd":
-            for g in self.param_groups:
+        if hook_state is not None and self.local and type(self.inner) is not torch.optim.AdamW:
+            for g in self.param_groups:  # (sgd, and Adam's L2 term)
                 for p in g["params"]:
                     hook_state._local._decay[id(p)] = g
 
@@ -225,7 +225,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 loss = closure()
         self._check_untouched()
         self._grads = self._norms = None
-        decoupled = self.kind == "adam"
+        decoupled = type(self.inner) is torch.optim.AdamW  # Adam's L2 term is the hook's
         for g in self.param_groups:
             lr = g["lr"]
             wd = g.get("weight_decay", 0.0) if decoupled else 0.0
@@ -248,7 +248,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError(f"clip_grad_norm_: max_norm must be a finite number > 0 here, "
                              f"not {max_norm}")
         local = self.hook._local
-        if not self.hook.clip_whole and self.kind == "adam":
+        if not self.hook.clip_whole and self._plain_adam():
             self._clip_first_moments(max_norm)
         if local.clip_norm != max_norm and not self._warned_clip:
             self._warned_clip = True
@@ -262,13 +262,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
         norm = local.last_norm
         return torch.tensor(float("nan") if norm is None else norm)
 
+    def _plain_adam(self):
+        """Adam whose moments are of the gradient alone (no L2 term in it), whose first
+        moments a clip at the first step can therefore make exactly the clipped
+        gradient's; with an L2 term the clip starts at the next step, as with SGD."""
+        return self.kind == "adam" and not (type(self.inner) is torch.optim.Adam and any(
+            g.get("weight_decay") for g in self.param_groups))
+
     def clip_value_requested(self, clip_value):
         """clip.py: a clip_grad_value_ call on these parameters."""
         if not clip_value > 0 or clip_value == float("inf"):
             raise ValueError(f"clip_grad_value_: clip_value must be a finite number > 0 "
                              f"here, not {clip_value}")
         local = self.hook._local
-        if not local.clip_value and self.kind == "adam":
+        if not local.clip_value and self._plain_adam():
             self._clamp_first_moments(clip_value)
         if local.clip_value != clip_value and not self._warned_value:
             self._warned_value = True
