@@ -7,6 +7,7 @@ clip that bypasses it refused, and state_dict() round trips and refusals; and on
 two processes, local Adam's step scaled by sqrt(world size) against each rank's
 first Adam step written here (and not with local_step_scale=1, nor the decay)."""
 
+import copy
 import functools
 import math
 import unittest
@@ -234,6 +235,45 @@ class StepTest(OneProcessGroupTest):
         self.assertGreater(max(float((p - q).abs().max()) for p, q in
                                zip(model.parameters(), decoupled.parameters())), 1e-3)
         opt.hook.close()
+
+    def test_a_run_without_the_hook_goes_on_with_it(self):
+        """The script's optimizer's own state_dict, saved by a run without the hook,
+        loads into the one call: world 1, the dense codec, 3 steps without the hook,
+        then 3 with it from the saved weights and optimizer, equal to 6 steps without it
+        (SGD bit for bit; Adam to rounding); a state whose moments do not fit is
+        refused with nothing changed."""
+        for make, tol in ((lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 0.0),
+                          (lambda p: torch.optim.Adam(p, lr=0.01, eps=1e-12), 2e-6)):
+            torch.manual_seed(0)
+            plain = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+            plain_opt = make(plain.parameters())
+            for step in range(6):
+                plain_opt.zero_grad()
+                backward(plain, step)
+                plain_opt.step()
+                if step == 2:
+                    weights = {k: v.clone() for k, v in plain.state_dict().items()}
+                    saved = copy.deepcopy(plain_opt.state_dict())
+            model, ddp = model_and_ddp()
+            model.load_state_dict(weights)
+            opt = adt.DistributedOptimizer(ddp, make(model.parameters()), codec="dense")
+            self.assertTrue(opt.local)
+            bad = copy.deepcopy(saved)
+            key = "momentum_buffer" if opt.kind == "sgd" else "exp_avg"
+            bad["state"][3][key] = torch.zeros(7)
+            with self.assertRaisesRegex(ValueError, "have 7 elements, the parameter 5"):
+                opt.load_state_dict(bad)
+            self.assertEqual(opt.hook._local.steps, 0)
+            opt.load_state_dict(saved)
+            self.assertEqual(len(opt.inner.state), 0)  # the moments are the hook's
+            for step in range(3, 6):
+                opt.zero_grad()
+                backward(ddp, step)
+                opt.step()
+            for p, q in zip(model.parameters(), plain.parameters()):
+                np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=0,
+                                           atol=tol, err_msg=opt.kind)
+            opt.hook.close()
 
     def test_schedulers_before_and_after_the_call(self):
         model, ddp = model_and_ddp()
@@ -511,8 +551,10 @@ class StepTest(OneProcessGroupTest):
         self.assertEqual(sd["adacomp"]["local_optimizer"]["steps"], 2)
         model2, ddp2 = model_and_ddp()
         opt2 = adt.DistributedOptimizer(ddp2, torch.optim.AdamW(model2.parameters(), lr=0.5))
-        with self.assertRaisesRegex(ValueError, "not a DistributedOptimizer state_dict"):
-            opt2.load_state_dict(torch.optim.AdamW(model2.parameters()).state_dict())
+        for junk in ({"state": {}}, [1, 2], dict(sd, format="other/1")):
+            with self.assertRaisesRegex(ValueError, "not a DistributedOptimizer state_dict, "
+                                                    "nor a torch optimizer's"):
+                opt2.load_state_dict(junk)
         bad = dict(sd, adacomp=dict(sd["adacomp"], rank=1))
         with self.assertRaisesRegex(ValueError, "rank 1's of"):
             opt2.load_state_dict(bad)

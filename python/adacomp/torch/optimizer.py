@@ -339,6 +339,55 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     # ----- checkpoints ----------------------------------------------------------------------
 
+    def _load_torch(self, saved):
+        """A run without the hook goes on with it: the optimizer's own state_dict (its
+        groups' lr and the rest, and its moments) is loaded into the script's optimizer.
+        Run on each rank, the moments become every rank's local moments (SGD's momentum
+        buffer, Adam's exp_avg, exp_avg_sq and step; they were the average's, the same
+        on every rank), as if each rank had run the optimizer so far; the residues
+        start empty. Checked whole first; nothing changes when it refuses."""
+        before = self.inner.state_dict()
+        self.inner.load_state_dict(saved)  # torch checks the groups
+        if not self.local:
+            self._bind()
+            return None
+        try:
+            moments, steps = [], 0
+            names = {id(p): e.name for p, e in
+                     ((p, self.hook._by_id.get(id(p))) for g in self.param_groups
+                      for p in g["params"]) if e is not None}
+            for g in self.param_groups:
+                for p in g["params"]:
+                    st = self.inner.state.get(p, {})
+                    first = st.get("momentum_buffer" if self.kind == "sgd" else "exp_avg")
+                    if first is None or id(p) not in names:
+                        continue
+                    second = st.get("exp_avg_sq") if self.kind == "adam" else None
+                    step = max(1, int(float(st.get("step", 1))))
+                    for t in (first, second):
+                        if t is not None and t.numel() != p.numel():
+                            raise ValueError(f"the saved moments of {names[id(p)]!r} have "
+                                             f"{t.numel()} elements, the parameter "
+                                             f"{p.numel()}")
+                    if self.kind == "adam" and second is None:
+                        raise ValueError(f"the saved Adam state of {names[id(p)]!r} has "
+                                         f"no exp_avg_sq")
+                    moments.append((names[id(p)], first, second, step))
+                    steps = max(steps, step)
+        except Exception:
+            self.inner.load_state_dict(before)
+            self._bind()
+            raise
+        self.inner.state.clear()  # the moments live in the hook when it runs them
+        self._bind()
+        local = self.hook._local
+        local.opt.reset(steps, 0)
+        for name, first, second, step in moments:
+            flat = [None if t is None else t.detach().reshape(-1).float().numpy()
+                    for t in (first, second)]
+            local.opt.set_moments(local._k(name, flat[0].size), flat[0], flat[1], step, step)
+        return None
+
     def _with(self, hook_state):
         """This optimizer's state_dict around ``hook_state`` (one rank's, or gathered)."""
         return {"format": FORMAT, "local": self.local, "optimizer": self.inner.state_dict(),
@@ -360,11 +409,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._with(hook_state)
 
     def load_state_dict(self, state_dict):
-        """Loads state_dict() of this rank, or gathered_state_dict() of any; changes
-        nothing when it refuses."""
+        """Loads state_dict() of this rank, or gathered_state_dict() of any; or the
+        state_dict of the script's own optimizer, saved by a run without the hook (see
+        _load_torch); changes nothing when it refuses."""
+        if (isinstance(state_dict, dict) and "format" not in state_dict
+                and set(state_dict) == {"state", "param_groups"}):
+            return self._load_torch(state_dict)
         if not isinstance(state_dict, dict) or state_dict.get("format") != FORMAT:
-            raise ValueError("not a DistributedOptimizer state_dict (an optimizer's own "
-                             "state_dict has no hook state: save this optimizer's)")
+            raise ValueError("not a DistributedOptimizer state_dict, nor a torch "
+                             "optimizer's")
         if state_dict["local"] != self.local:
             where = "on each rank" if state_dict["local"] else "on the average"
             raise ValueError(f"the state_dict is of an optimizer run {where}, this one is not")
