@@ -193,7 +193,7 @@ def worker(rank, args):
         dist._DEFAULT_FIRST_BUCKET_BYTES = min(dist._DEFAULT_FIRST_BUCKET_BYTES,
                                                int(args.bucket_cap_mb * 1024 * 1024))
     ddp = nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9, nesterov=args.nesterov)
     local = None
     if args.local_optimizer:
         import adacomp.torch as adt
@@ -211,7 +211,8 @@ def worker(rank, args):
     if rank == 0:
         print(f"# {world} processes x batch {args.batch_size}, {steps_per_epoch} steps/epoch, "
               f"{sum(p.numel() for p in model.parameters())} parameters, {hook.title}, SGD lr "
-              f"{args.lr} momentum 0.9" + (" (in the hook)" if local else "")
+              f"{args.lr} momentum 0.9" + (" Nesterov" if args.nesterov else "")
+              + (" (in the hook)" if local else "")
               + (f", x0.1 after epochs {','.join(map(str, args.lr_decay_epochs))}"
                  if args.lr_decay_epochs else ""),
               flush=True)
@@ -419,6 +420,7 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images")
     ap.add_argument("--batch-size", type=int, default=32, help="per process")
     ap.add_argument("--lr", type=float, default=0.02)
+    ap.add_argument("--nesterov", action="store_true", help="SGD with Nesterov momentum")
     ap.add_argument("--lr-decay-epochs", type=epoch_list, default=[],
                     help="comma-separated epochs after which the lr is multiplied by 0.1")
     ap.add_argument("--hook", choices=("adacomp", "none", "fp16", "powersgd"), default="adacomp",

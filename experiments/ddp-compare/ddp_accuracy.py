@@ -59,12 +59,14 @@ VARIANTS = (
 
 
 # Set-ups the one call was not tuned on (issue: a lower and a higher lr, with and without
-# a schedule): (name, what the report calls it, lr, decay epochs). Each runs no hook and
-# the one call, masked and not, at SETUP_SEEDS.
+# a schedule; and Nesterov's momentum, which the one call runs on each rank since
+# 2026-12-07): (name, what the report calls it, lr, decay epochs[, the example's further
+# options]). Each runs no hook and the one call, masked and not, at SETUP_SEEDS.
 SETUPS = (
     ("lr01", "lr 0.01", 0.01, DECAY),
     ("lr04", "lr 0.04", 0.04, DECAY),
     ("flat", "lr 0.02 without decay", 0.02, ()),
+    ("nesterov", "Nesterov's momentum", 0.02, DECAY, ("--nesterov",)),
 )
 SETUP_SEEDS = (1,)
 SETUP_TAGS = ("_one", "_one_mask")
@@ -76,7 +78,8 @@ def configs():
     out = []
 
     def add(hook, seed, tag="", extra=(), setup=("", "", 0.02, DECAY)):
-        name, _, lr, decay = setup
+        name, _, lr, decay = setup[:4]
+        extra = tuple(extra) + tuple(setup[4] if len(setup) > 4 else ())
         rid = "ddp_%s_P2_B32_e%d_s%d%s%s" % (hook, EPOCHS, seed, tag,
                                              "@" + name if name else "")
         args = ["--procs", "2", "--batch-size", "32", "--lr", "%g" % lr,

@@ -100,6 +100,8 @@ def setups_table(runs):
         lr = args[args.index("--lr") + 1] if "--lr" in args else "?"
         decay = ("x0.1 after epochs " + args[args.index("--lr-decay-epochs") + 1]
                  if "--lr-decay-epochs" in args else "no decay")
+        if "--nesterov" in args:
+            decay += ", Nesterov's momentum"
         for key in sorted(k for k in runs if k.startswith("adacomp_") and k.endswith("@" + name)):
             seeds = sorted({r["seed"] for r in dense} & {r["seed"] for r in runs[key]})
             if not seeds:
