@@ -275,6 +275,38 @@ class StepTest(OneProcessGroupTest):
                                            atol=tol, err_msg=opt.kind)
             opt.hook.close()
 
+    def test_a_run_with_the_hook_goes_on_without_it(self):
+        """torch_state_dict(): the moments in torch's form. World 1, the dense codec: 3
+        steps with the hook, then 3 with torch's own optimizer loaded from it, equal to
+        6 steps without the hook (SGD bit for bit; Adam to rounding)."""
+        for make, tol in ((lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 0.0),
+                          (lambda p: torch.optim.Adam(p, lr=0.01, eps=1e-12), 2e-6)):
+            torch.manual_seed(0)
+            plain = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5))
+            plain_opt = make(plain.parameters())
+            for step in range(6):
+                plain_opt.zero_grad()
+                backward(plain, step)
+                plain_opt.step()
+            model, ddp = model_and_ddp()
+            opt = adt.DistributedOptimizer(ddp, make(model.parameters()), codec="dense")
+            for step in range(3):
+                opt.zero_grad()
+                backward(ddp, step)
+                opt.step()
+            saved = opt.torch_state_dict()
+            opt.hook.close()
+            self.assertEqual(len(saved["state"]), 4)
+            after = make(model.parameters())
+            after.load_state_dict(saved)
+            for step in range(3, 6):
+                after.zero_grad()
+                backward(model, step)
+                after.step()
+            for p, q in zip(model.parameters(), plain.parameters()):
+                np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=0,
+                                           atol=tol, err_msg=type(after).__name__)
+
     def test_schedulers_before_and_after_the_call(self):
         model, ddp = model_and_ddp()
         base = torch.optim.AdamW(model.parameters(), lr=1.0)

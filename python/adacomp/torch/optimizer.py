@@ -408,6 +408,37 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return None
         return self._with(hook_state)
 
+    def torch_state_dict(self):
+        """The script's optimizer's own state_dict with this rank's moments in torch's
+        form (SGD's momentum_buffer; Adam's step, exp_avg and exp_avg_sq), to go on
+        without the hook: ``torch.optim.SGD(...).load_state_dict(opt.torch_state_dict())``.
+        Each rank's moments are of its own gradient: SGD's velocities average to the
+        velocity of the averaged gradient; an Adam second moment is of a batch world
+        size times smaller than the average's. What waits in the residues is not in
+        it. On the average (local False) it is the optimizer's own state_dict."""
+        saved = self.inner.state_dict()
+        if not self.local:
+            return saved
+        self.hook.wait_idle()
+        local = self.hook._local
+        opt, state, index = local.opt, {}, 0
+        for g in self.param_groups:
+            for p in g["params"]:
+                e = self.hook._by_id.get(id(p))
+                k = local._index.get(e.name) if e is not None else None
+                if k is not None and opt.started(k):
+                    def shaped(a):
+                        return torch.from_numpy(a).reshape(p.shape).to(p.dtype)
+                    if self.kind == "sgd":
+                        state[index] = {"momentum_buffer": shaped(opt.first(k))}
+                    else:
+                        state[index] = {"step": torch.tensor(float(opt.counts(k)[0])),
+                                        "exp_avg": shaped(opt.first(k)),
+                                        "exp_avg_sq": shaped(opt.second(k))}
+                index += 1
+        saved["state"] = state
+        return saved
+
     def load_state_dict(self, state_dict):
         """Loads state_dict() of this rank, or gathered_state_dict() of any; or the
         state_dict of the script's own optimizer, saved by a run without the hook (see
