@@ -263,7 +263,13 @@ class StepTest(OneProcessGroupTest):
             bad["state"][3][key] = torch.zeros(7)
             with self.assertRaisesRegex(ValueError, "have 7 elements, the parameter 5"):
                 opt.load_state_dict(bad)
+            other = copy.deepcopy(saved)
+            other["state"][0] = {"square_avg": torch.zeros(30, 20)}  # RMSprop's
+            # (torch's Adam refuses it itself: no step; SGD takes it, and the one call not)
+            with self.assertRaisesRegex(ValueError, f"{type(opt.inner).__name__}"):
+                opt.load_state_dict(other)
             self.assertEqual(opt.hook._local.steps, 0)
+            self.assertEqual(len(opt.inner.state), 0)
             opt.load_state_dict(saved)
             self.assertEqual(len(opt.inner.state), 0)  # the moments are the hook's
             for step in range(3, 6):

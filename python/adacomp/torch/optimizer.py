@@ -347,7 +347,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
         on every rank), as if each rank had run the optimizer so far; the residues
         start empty. Checked whole first; nothing changes when it refuses."""
         before = self.inner.state_dict()
-        self.inner.load_state_dict(saved)  # torch checks the groups
+        try:
+            self.inner.load_state_dict(saved)  # torch checks the groups
+        except Exception as exc:  # (torch's Adam may fail after taking the state in)
+            self.inner.load_state_dict(before)
+            self._bind()
+            if isinstance(exc, ValueError):
+                raise
+            raise ValueError(f"not a state_dict of {type(self.inner).__name__}: "
+                             f"{type(exc).__name__}: {exc}") from exc
         if not self.local:
             self._bind()
             return None
@@ -359,9 +367,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for g in self.param_groups:
                 for p in g["params"]:
                     st = self.inner.state.get(p, {})
-                    first = st.get("momentum_buffer" if self.kind == "sgd" else "exp_avg")
-                    if first is None or id(p) not in names:
+                    key = "momentum_buffer" if self.kind == "sgd" else "exp_avg"
+                    first = st.get(key)
+                    if id(p) not in names or (first is None and not st):
                         continue
+                    if first is None:
+                        raise ValueError(f"the saved state of {names[id(p)]!r} has no {key} "
+                                         f"(keys {', '.join(sorted(st))}): not the state of "
+                                         f"{type(self.inner).__name__}")
                     second = st.get("exp_avg_sq") if self.kind == "adam" else None
                     step = max(1, int(float(st.get("step", 1))))
                     for t in (first, second):
