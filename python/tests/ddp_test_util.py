@@ -107,3 +107,26 @@ class OneProcessGroupTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         dist.destroy_process_group()
+
+
+class ResumedScriptChecks:
+    """The checks of a training script run on spawned ranks and then resumed from
+    rank 0's checkpoint (test_popular_script, test_vision_script): cls.results holds
+    each rank's "params" and "residues" at the end of the uninterrupted run and
+    "resumed", "resumed_residues" at the end of the resumed one. Mixed into a
+    unittest.TestCase; state_dict keys that NOT_REPLICATED matches (each rank's own,
+    as BatchNorm's running statistics) are left out of the replicas' check."""
+
+    NOT_REPLICATED = ()
+
+    def test_replicas_identical(self):
+        for k, v in self.results[0]["params"].items():
+            if not any(part in k for part in self.NOT_REPLICATED):
+                self.assertTrue(torch.equal(v, self.results[1]["params"][k]), k)
+
+    def test_resume_from_rank_0s_file_is_bit_for_bit(self):
+        for rank, r in enumerate(self.results):
+            for k, v in r["params"].items():
+                self.assertTrue(torch.equal(v, r["resumed"][k]), f"rank {rank} {k}")
+            for k, v in r["residues"].items():
+                self.assertTrue((v == r["resumed_residues"][k]).all(), f"rank {rank} {k}")

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -46,5 +47,23 @@ inline std::vector<float> Gradient(std::mt19937& rng, size_t n) {
 }
 
 inline bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// One step t (from 1) of Adam in the documented float32 order on gradient g,
+// from moments m and v (updated in place): the step d of each element.
+inline std::vector<float> AdamStepReference(double b1, double b2, double eps, int t,
+                                            const std::vector<float>& g, std::vector<float>& m,
+                                            std::vector<float>& v) {
+  const float bc1 = static_cast<float>(1.0 - std::pow(b1, t));
+  const float bc2 = static_cast<float>(1.0 - std::pow(b2, t));
+  std::vector<float> d(g.size());
+  for (size_t j = 0; j < g.size(); ++j) {
+    const float gm = static_cast<float>(1.0 - b1) * g[j];
+    const float gv = (static_cast<float>(1.0 - b2) * g[j]) * g[j];
+    m[j] = t == 1 ? 0.0f + gm : static_cast<float>(b1) * m[j] + gm;
+    v[j] = t == 1 ? 0.0f + gv : static_cast<float>(b2) * v[j] + gv;
+    d[j] = (m[j] / bc1) / (std::sqrt(v[j] / bc2) + static_cast<float>(eps));
+  }
+  return d;
+}
 
 }  // namespace adacomp::local_optimizer_test

@@ -250,13 +250,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         local = self.hook._local
         if not self.hook.clip_whole and self._plain_adam():
             self._clip_first_moments(max_norm)
-        if local.clip_norm != max_norm and not self._warned_clip:
-            self._warned_clip = True
-            warnings.warn(
-                f"adacomp: clip_grad_norm_ on a DistributedOptimizer's parameters clips each "
-                f"rank's own gradient at {max_norm:g} before its optimizer, from the next "
-                f"step on; .grad (the averaged step) is left as it is", RuntimeWarning,
-                stacklevel=3)
+        if local.clip_norm != max_norm:
+            self._warn_once("_warned_clip", f"clip_grad_norm_ on a DistributedOptimizer's "
+                            f"parameters clips each rank's own gradient at {max_norm:g}")
         local.clip_norm = max_norm
         self.hook.clip_whole = True
         norm = local.last_norm
@@ -277,14 +273,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
         local = self.hook._local
         if not local.clip_value and self._plain_adam():
             self._clamp_first_moments(clip_value)
-        if local.clip_value != clip_value and not self._warned_value:
-            self._warned_value = True
-            warnings.warn(
-                f"adacomp: clip_grad_value_ on a DistributedOptimizer's parameters clamps "
-                f"each rank's own gradient to +-{clip_value:g} before its optimizer, from "
-                f"the next step on; .grad (the averaged step) is left as it is",
-                RuntimeWarning, stacklevel=3)
+        if local.clip_value != clip_value:
+            self._warn_once("_warned_value", f"clip_grad_value_ on a DistributedOptimizer's "
+                            f"parameters clamps each rank's own gradient to +-{clip_value:g}")
         local.clip_value = clip_value
+
+    def _warn_once(self, flag, what):
+        """The take-over of a clip, said once (flag: the attribute that remembers it)."""
+        if not getattr(self, flag):
+            setattr(self, flag, True)
+            warnings.warn(f"adacomp: {what} before its optimizer, from the next step on; "
+                          f".grad (the averaged step) is left as it is", RuntimeWarning,
+                          stacklevel=4)
 
     def _clamp_first_moments(self, value):
         """Adam, the script's first clip_grad_value_ call at the run's first step: the
