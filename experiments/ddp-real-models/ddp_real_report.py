@@ -70,6 +70,16 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange",
                           "slategray", "indianred", "rosybrown")))
 COLORS["adacomp-one"] = "darkred"  # (tab:red is the local optimizer's)
+# A set-up's runs take their hook's colour and a line style of the set-up's own.
+SETUP_STYLES = {"-lrhalf": "--", "-flat": ":", "-lr2": "-."}
+for _h in HOOKS:
+    for _suffix in SETUP_STYLES:
+        if _h.endswith(_suffix) and _h[:-len(_suffix)] in COLORS:
+            COLORS[_h] = COLORS[_h[:-len(_suffix)]]
+
+
+def line_style(hook):
+    return next((ls for suffix, ls in SETUP_STYLES.items() if hook.endswith(suffix)), "-")
 LINKS = ("100mbit", "1gbit", "unshaped")
 # The targets: the final one is no hook's final figure within a tolerance, the early
 # one no hook's figure at a third of the schedule.
@@ -372,7 +382,7 @@ def _steps_panel(ax, model, res):
         if h in NOT_DRAWN:
             continue
         ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
-                marker="o", ms=3, label=LABELS[h], color=COLORS[h])
+                marker="o", ms=3, label=LABELS[h], color=COLORS[h], ls=line_style(h))
     _metric_axis(ax, res)
     ax.set_xlabel("step")
     ax.set_title(f"{model}: against steps (loopback runs)")
