@@ -162,7 +162,8 @@ class _LocalOptimizer:
 
     def _read_rates(self):
         key = "momentum" if self.kind == "sgd" else "betas"
-        values = {repr(g.get(key)) for g in self.groups}
+        values = {repr(tuple(map(float, v)) if isinstance(v, (list, tuple)) else float(v))
+                  for v in (g.get(key) for g in self.groups)}
         if len(values) != 1:
             raise ValueError(
                 f"the parameter groups' {key} differ ({', '.join(sorted(values))}); each "
