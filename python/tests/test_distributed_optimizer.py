@@ -369,6 +369,17 @@ class StepTest(OneProcessGroupTest):
         self.assertIn("momentum differ (0.5, 0.9)", str(cm.exception))
         self.assertEqual(opt.hook.steps, 0)
         opt.hook.close()
+        # Betas written as a list in one group and a tuple in another are the same.
+        model, ddp = model_and_ddp()
+        params = list(model.parameters())
+        base = torch.optim.AdamW([{"params": params[:2]}, {"params": params[2:]}], lr=0.01)
+        opt = adt.DistributedOptimizer(ddp, base)
+        base.param_groups[1]["betas"] = [0.8, 0.99]
+        base.param_groups[0]["betas"] = (0.8, 0.99)
+        run_steps(opt, ddp, range(2))
+        self.assertEqual(opt.hook.steps, 2)
+        self.assertEqual(opt.hook._local.betas, (0.8, 0.99))
+        opt.hook.close()
 
     def test_a_cpu_grad_scaler_passes_the_step_through(self):
         """torch.cuda.amp.GradScaler on a CPU machine disables itself: scale() and step()
