@@ -55,6 +55,7 @@ LABELS = {
     "adacomp-one-lrhalf": "AdaComp, the one call, half the lr",
     "none-flat": "no hook, constant lr",
     "adacomp-one-flat": "AdaComp, the one call, constant lr",
+    "adacomp-one-unscaled-flat": "AdaComp, the one call, Adam's step not scaled, constant lr",
     "adacomp-one-mask": "AdaComp, the one call, velocity masked",
 }
 HOOKS = tuple(LABELS)
@@ -68,7 +69,7 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
                           "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
                           "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange",
-                          "slategray", "indianred", "rosybrown")))
+                          "slategray", "indianred", "rosybrown", "olive")))
 COLORS["adacomp-one"] = "darkred"  # (tab:red is the local optimizer's)
 # A set-up's runs take their hook's colour and a line style of the set-up's own.
 SETUP_STYLES = {"-lrhalf": "--", "-flat": ":", "-lr2": "-."}
