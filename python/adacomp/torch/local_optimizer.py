@@ -367,6 +367,8 @@ def split_optimizer(optimizer):
             out.append(d)
         return torch.optim.SGD(out, lr=groups[0]["lr"], momentum=0.0)
 
+    # The weight decay the hook adds to each rank's gradient (SGD's, Adam's L2 term).
+    decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
     if isinstance(optimizer, torch.optim.SGD):
         if same("dampening"):
             raise ValueError("split_optimizer: SGD with dampening has no local form here")
@@ -374,7 +376,6 @@ def split_optimizer(optimizer):
         momentum = same("momentum")
         if momentum <= 0:
             raise ValueError("split_optimizer: SGD without momentum has no moments to keep")
-        decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
         return ({"local_optimizer": "sgd", "momentum": momentum, "nesterov": nesterov,
                  "local_weight_decay": decay}, plain(False))
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
@@ -383,7 +384,6 @@ def split_optimizer(optimizer):
         local = {"local_optimizer": "adam", "betas": same("betas"), "eps": same("eps")}
         if isinstance(optimizer, torch.optim.AdamW):
             return local, plain(True)
-        decay = [(list(g["params"]), g["weight_decay"]) for g in groups if g["weight_decay"]]
         if decay:  # Adam's L2 term, in the gradient before the moments
             local["local_weight_decay"] = decay
         return local, plain(False)

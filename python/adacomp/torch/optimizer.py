@@ -150,6 +150,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.kind = kind
         self.local = kind is not None
         self.why = None if self.local else found
+        # AdamW's decay is decoupled, applied at step(); SGD's and Adam's L2 term go
+        # into each rank's gradient in the hook.
+        self.decoupled = type(optimizer) is torch.optim.AdamW
         self.defaults = optimizer.defaults
         self._bind()
         self._hook_for_profile()
@@ -187,7 +190,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         hook_state = getattr(self, "hook", None)
         if hook_state is not None and self.local:
             hook_state._local.follow(self.param_groups)  # momentum or betas, each step
-        if hook_state is not None and self.local and type(self.inner) is not torch.optim.AdamW:
+        if hook_state is not None and self.local and not self.decoupled:
             for g in self.param_groups:  # (sgd, and Adam's L2 term)
                 for p in g["params"]:
                     hook_state._local._decay[id(p)] = g
@@ -225,10 +228,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 loss = closure()
         self._check_untouched()
         self._grads = self._norms = None
-        decoupled = type(self.inner) is torch.optim.AdamW  # Adam's L2 term is the hook's
         for g in self.param_groups:
             lr = g["lr"]
-            wd = g.get("weight_decay", 0.0) if decoupled else 0.0
+            wd = g.get("weight_decay", 0.0) if self.decoupled else 0.0
             for p in g["params"]:
                 if p.grad is None:
                     continue
@@ -262,7 +264,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Adam whose moments are of the gradient alone (no L2 term in it), whose first
         moments a clip at the first step can therefore make exactly the clipped
         gradient's; with an L2 term the clip starts at the next step, as with SGD."""
-        return self.kind == "adam" and not (type(self.inner) is torch.optim.Adam and any(
+        return self.kind == "adam" and (self.decoupled or not any(
             g.get("weight_decay") for g in self.param_groups))
 
     def clip_value_requested(self, clip_value):
@@ -339,6 +341,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     # ----- checkpoints ----------------------------------------------------------------------
 
+    def _moment_slots(self):
+        """Each parameter in torch's state_dict order: (its index there, the parameter,
+        its name in the hook or None), and the keys of torch's state of its moments."""
+        entries = (self.hook._by_id.get(id(p)) for g in self.param_groups for p in g["params"])
+        params = (p for g in self.param_groups for p in g["params"])
+        slots = [(i, p, e.name if e is not None else None)
+                 for i, (p, e) in enumerate(zip(params, entries))]
+        keys = ("momentum_buffer",) if self.kind == "sgd" else ("exp_avg", "exp_avg_sq")
+        return slots, keys
+
     def _load_torch(self, saved):
         """A run without the hook goes on with it: the optimizer's own state_dict (its
         groups' lr and the rest, and its moments) is loaded into the script's optimizer.
@@ -349,6 +361,25 @@ class DistributedOptimizer(torch.optim.Optimizer):
         before = self.inner.state_dict()
         try:
             self.inner.load_state_dict(saved)  # torch checks the groups
+            moments, steps = [], 0
+            slots, keys = self._moment_slots() if self.local else ([], ())
+            for _, p, name in slots:
+                st = self.inner.state.get(p, {})
+                if name is None or not st:
+                    continue
+                found = [st.get(key) for key in keys]
+                missing = [key for key, t in zip(keys, found) if t is None]
+                if missing:
+                    raise ValueError(f"the saved state of {name!r} has no {missing[0]} (keys "
+                                     f"{', '.join(sorted(st))}): not the state of "
+                                     f"{type(self.inner).__name__}")
+                for t in found:
+                    if t.numel() != p.numel():
+                        raise ValueError(f"the saved moments of {name!r} have {t.numel()} "
+                                         f"elements, the parameter {p.numel()}")
+                step = max(1, int(float(st.get("step", 1))))
+                moments.append((name, found, step))
+                steps = max(steps, step)
         except Exception as exc:  # (torch's Adam may fail after taking the state in)
             self.inner.load_state_dict(before)
             self._bind()
@@ -359,45 +390,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if not self.local:
             self._bind()
             return None
-        try:
-            moments, steps = [], 0
-            names = {id(p): e.name for p, e in
-                     ((p, self.hook._by_id.get(id(p))) for g in self.param_groups
-                      for p in g["params"]) if e is not None}
-            for g in self.param_groups:
-                for p in g["params"]:
-                    st = self.inner.state.get(p, {})
-                    key = "momentum_buffer" if self.kind == "sgd" else "exp_avg"
-                    first = st.get(key)
-                    if id(p) not in names or (first is None and not st):
-                        continue
-                    if first is None:
-                        raise ValueError(f"the saved state of {names[id(p)]!r} has no {key} "
-                                         f"(keys {', '.join(sorted(st))}): not the state of "
-                                         f"{type(self.inner).__name__}")
-                    second = st.get("exp_avg_sq") if self.kind == "adam" else None
-                    step = max(1, int(float(st.get("step", 1))))
-                    for t in (first, second):
-                        if t is not None and t.numel() != p.numel():
-                            raise ValueError(f"the saved moments of {names[id(p)]!r} have "
-                                             f"{t.numel()} elements, the parameter "
-                                             f"{p.numel()}")
-                    if self.kind == "adam" and second is None:
-                        raise ValueError(f"the saved Adam state of {names[id(p)]!r} has "
-                                         f"no exp_avg_sq")
-                    moments.append((names[id(p)], first, second, step))
-                    steps = max(steps, step)
-        except Exception:
-            self.inner.load_state_dict(before)
-            self._bind()
-            raise
         self.inner.state.clear()  # the moments live in the hook when it runs them
         self._bind()
         local = self.hook._local
         local.opt.reset(steps, 0)
-        for name, first, second, step in moments:
-            flat = [None if t is None else t.detach().reshape(-1).float().numpy()
-                    for t in (first, second)]
+        for name, found, step in moments:
+            flat = [t.detach().reshape(-1).float().numpy() for t in found] + [None]
             local.opt.set_moments(local._k(name, flat[0].size), flat[0], flat[1], step, step)
         return None
 
@@ -433,22 +431,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if not self.local:
             return saved
         self.hook.wait_idle()
-        local = self.hook._local
-        opt, state, index = local.opt, {}, 0
-        for g in self.param_groups:
-            for p in g["params"]:
-                e = self.hook._by_id.get(id(p))
-                k = local._index.get(e.name) if e is not None else None
-                if k is not None and opt.started(k):
-                    def shaped(a):
-                        return torch.from_numpy(a).reshape(p.shape).to(p.dtype)
-                    if self.kind == "sgd":
-                        state[index] = {"momentum_buffer": shaped(opt.first(k))}
-                    else:
-                        state[index] = {"step": torch.tensor(float(opt.counts(k)[0])),
-                                        "exp_avg": shaped(opt.first(k)),
-                                        "exp_avg_sq": shaped(opt.second(k))}
-                index += 1
+        local, state = self.hook._local, {}
+        slots, keys = self._moment_slots()
+        for index, p, name in slots:
+            k = local._index.get(name) if name is not None else None
+            if k is None or not local.opt.started(k):
+                continue
+            moments = (local.opt.first(k), local.opt.second(k))
+            state[index] = {key: torch.from_numpy(m).reshape(p.shape).to(p.dtype)
+                            for key, m in zip(keys, moments)}
+            if self.kind == "adam":
+                state[index]["step"] = torch.tensor(float(local.opt.counts(k)[0]))
         saved["state"] = state
         return saved
 
