@@ -181,6 +181,71 @@ TEST(FastPathsTest, SignedIndicesCarryTheEntriesOfTernaryFrames) {
   }
 }
 
+// Ternary Rice payloads are read a table lookup of several codes at a time
+// (k up to 9; larger k code by code): at every k, at densities that make
+// short and long codes, against the bit-by-bit walker; and on frames with
+// one bit flipped (the checksum made valid again), the fast reader takes
+// exactly the frames the walker takes, with its entries.
+TEST(FastPathsTest, GroupedTernaryReaderMatchesTheWalkerAtEveryK) {
+  std::mt19937_64 rng(17);
+  auto walk = [](std::span<const uint8_t> bytes, const Header& h, const Params& p,
+                 std::vector<uint32_t>* out) {
+    std::vector<Entry> walked(p.selected);
+    EntrySink collect{walked.data(), h.codec, p};
+    if (!WalkPayload(bytes, h, p, collect).ok()) return false;
+    out->clear();
+    for (const Entry& e : walked) {
+      out->push_back(e.index | (std::signbit(e.value) ? 0x80000000u : 0u));
+    }
+    return true;
+  };
+  int mutated_taken = 0, mutated_refused = 0;
+  for (uint8_t k = 0; k <= 12; ++k) {
+    for (uint64_t n : {5ull, 37ull, 4000ull}) {
+      for (double density : {0.02, 0.28, 0.7, 1.0}) {
+        Frame f = RandomSparse(rng, Codec::kAdaComp, ValueMode::kTernary, n, density,
+                               {IndexFamily::kRice, k});
+        std::vector<uint8_t> bytes;
+        ASSERT_TRUE(EncodeFrame(f, &bytes).ok());
+        Header h;
+        Params p;
+        ASSERT_TRUE(ParseFrame(bytes, {}, &h, &p).ok());
+        std::vector<uint32_t> want;
+        ASSERT_TRUE(walk(bytes, h, p, &want));
+        std::vector<uint32_t> got(p.selected + 1, 0xDEADBEEFu);
+        ASSERT_TRUE(FastSignedIndices(bytes, h, p, got.data()))
+            << "k=" << int(k) << " n=" << n << " d=" << density;
+        ASSERT_EQ(got[p.selected], 0xDEADBEEFu);  // nothing past the entries
+        got.pop_back();
+        ASSERT_EQ(got, want) << "k=" << int(k) << " n=" << n << " d=" << density;
+
+        for (int m = 0; m < 8 && h.payload_bytes > 0; ++m) {
+          std::vector<uint8_t> bad = bytes;
+          const size_t at = h.payload_offset + rng() % h.payload_bytes;
+          bad[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          Reseal(&bad);
+          Header hb;
+          Params pb;
+          ASSERT_TRUE(ParseFrame(bad, {}, &hb, &pb).ok());
+          std::vector<uint32_t> walked;
+          const bool walk_ok = walk(bad, hb, pb, &walked);
+          std::vector<uint32_t> fast(pb.selected);
+          const bool fast_ok = FastSignedIndices(bad, hb, pb, fast.data());
+          ASSERT_EQ(fast_ok, walk_ok) << "k=" << int(k) << " n=" << n << " d=" << density
+                                      << " byte " << at;
+          if (fast_ok) {
+            ASSERT_EQ(fast, walked);
+          }
+          (fast_ok ? mutated_taken : mutated_refused) += 1;
+        }
+      }
+    }
+  }
+  // Both answers occurred, so both were compared.
+  EXPECT_GT(mutated_taken, 50);
+  EXPECT_GT(mutated_refused, 50);
+}
+
 // A ternary frame whose scale is 0 carries only zeros: ZeroWhereCarried
 // zeroes nothing, and decoding adds +-0 (so a -0 of dst where a +0 entry
 // lands becomes +0, as IEEE addition gives).
