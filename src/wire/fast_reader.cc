@@ -153,13 +153,13 @@ bool ReadRiceSignedGroups(const uint8_t* bs, size_t nbytes, int k, uint64_t n, u
       if (last >= n) return false;
       const uint32_t base = static_cast<uint32_t>(nx - 1);
 #if defined(__SSE2__)
-      const __m128i lanes = _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(e)),
-                                               _mm_setzero_si128());
+      const __m128i lanes =
+          _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(e)), _mm_setzero_si128());
       const __m128i delta = _mm_and_si128(lanes, _mm_set1_epi32(kDeltaMask));
       const __m128i sign = _mm_slli_epi32(_mm_and_si128(lanes, _mm_set1_epi32(0x8000)), 16);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + jj),
-                       _mm_or_si128(_mm_add_epi32(delta, _mm_set1_epi32(static_cast<int>(base))),
-                                    sign));
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(out + jj),
+          _mm_or_si128(_mm_add_epi32(delta, _mm_set1_epi32(static_cast<int>(base))), sign));
 #else
       for (int i = 0; i < 4; ++i) {
         const uint32_t lane = static_cast<uint32_t>(e >> (16 * i));

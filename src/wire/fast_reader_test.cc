@@ -231,8 +231,8 @@ TEST(FastPathsTest, GroupedTernaryReaderMatchesTheWalkerAtEveryK) {
           const bool walk_ok = walk(bad, hb, pb, &walked);
           std::vector<uint32_t> fast(pb.selected);
           const bool fast_ok = FastSignedIndices(bad, hb, pb, fast.data());
-          ASSERT_EQ(fast_ok, walk_ok) << "k=" << int(k) << " n=" << n << " d=" << density
-                                      << " byte " << at;
+          ASSERT_EQ(fast_ok, walk_ok)
+              << "k=" << int(k) << " n=" << n << " d=" << density << " byte " << at;
           if (fast_ok) {
             ASSERT_EQ(fast, walked);
           }
