@@ -323,8 +323,7 @@ void AddPrepared(const Ready* ready, size_t count, std::span<float> dst, bool av
     for (size_t b = begin; b < end; b += kBlockElements) {
       const size_t e = std::min(end, b + kBlockElements);
       if (average) std::fill(out + b, out + e, 0.0f);
-      for (size_t j = 0; j < count; ++j)
-        AddRange(ready[j], out, b, e, &cursor[j], average);
+      for (size_t j = 0; j < count; ++j) AddRange(ready[j], out, b, e, &cursor[j], average);
       if (average) internal::DivideFloats(out + b, e - b, divisor);
     }
   });
