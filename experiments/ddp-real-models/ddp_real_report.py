@@ -404,9 +404,10 @@ def plot(model, res, spd):
     metric = res["metric"]
     if not res["table"]:
         # No speed runs: the accuracy runs against steps alone.
-        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        # The legend beside the axes: with a dozen set-ups inside it hid curves.
+        fig, ax = plt.subplots(figsize=(10, 4.2))
         _steps_panel(ax, model, res)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         return _save(plt, fig, model)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     scale = 100 if metric == "accuracy" else 1
