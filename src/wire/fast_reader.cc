@@ -6,8 +6,10 @@
 #include <cmath>
 #include <type_traits>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#include "core/cpu.h"
+
+#if ADACOMP_X86_SIMD
+#include <emmintrin.h>  // SSE2, part of x86-64
 #endif
 
 #include "core/bit_io.h"
@@ -152,7 +154,7 @@ bool ReadRiceSignedGroups(const uint8_t* bs, size_t nbytes, int k, uint64_t n, u
       // so an index past n would be refused there too; this says it first.)
       if (last >= n) return false;
       const uint32_t base = static_cast<uint32_t>(nx - 1);
-#if defined(__SSE2__)
+#if ADACOMP_X86_SIMD
       const __m128i lanes =
           _mm_unpacklo_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(e)), _mm_setzero_si128());
       const __m128i delta = _mm_and_si128(lanes, _mm_set1_epi32(kDeltaMask));
