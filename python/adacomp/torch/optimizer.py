@@ -344,10 +344,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _moment_slots(self):
         """Each parameter in torch's state_dict order: (its index there, the parameter,
         its name in the hook or None), and the keys of torch's state of its moments."""
-        entries = (self.hook._by_id.get(id(p)) for g in self.param_groups for p in g["params"])
         params = (p for g in self.param_groups for p in g["params"])
-        slots = [(i, p, e.name if e is not None else None)
-                 for i, (p, e) in enumerate(zip(params, entries))]
+        slots = [(i, p, getattr(self.hook._by_id.get(id(p)), "name", None))
+                 for i, p in enumerate(params)]
         keys = ("momentum_buffer",) if self.kind == "sgd" else ("exp_avg", "exp_avg_sq")
         return slots, keys
 
@@ -395,8 +394,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         local = self.hook._local
         local.opt.reset(steps, 0)
         for name, found, step in moments:
-            flat = [t.detach().reshape(-1).float().numpy() for t in found] + [None]
-            local.opt.set_moments(local._k(name, flat[0].size), flat[0], flat[1], step, step)
+            first, *second = (t.detach().reshape(-1).float().numpy() for t in found)
+            local.opt.set_moments(local._k(name, first.size), first,
+                                  second[0] if second else None, step, step)  # (SGD: none)
         return None
 
     def _with(self, hook_state):
@@ -437,7 +437,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             k = local._index.get(name) if name is not None else None
             if k is None or not local.opt.started(k):
                 continue
-            moments = (local.opt.first(k), local.opt.second(k))
+            moments = [local.opt.first(k)] + ([local.opt.second(k)] if len(keys) > 1 else [])
             state[index] = {key: torch.from_numpy(m).reshape(p.shape).to(p.dtype)
                             for key, m in zip(keys, moments)}
             if self.kind == "adam":
