@@ -175,14 +175,20 @@ def add_ramp_and_local_args(g):
                    help="adacomp hook, --one-call with SGD: zero the velocity of the "
                         "elements a frame sent (local_mask=True, --local-optimizer's "
                         "default)")
-    g.add_argument("--adam-step-scale", type=float, default=None,
+    g.add_argument("--adam-step-scale", type=_step_scale, default=None,
                    help="adacomp hook with Adam on each rank (--local-optimizer or --one-call): "
                         "multiply each rank's Adam step by this (local_step_scale; default: "
-                        "the one call's sqrt(world size), else 1)")
+                        "the one call's sqrt(world size), else 1), or 'measured': by the "
+                        "scale measured from how much the ranks' gradients differ")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "
                         "one DDP bucket, so the norm is the whole gradient's); 0: off")
+
+
+def _step_scale(text):
+    """--adam-step-scale: a number, or "measured"."""
+    return text if text == "measured" else float(text)
 
 
 def check_ramp_and_local_args(ap, args, adam=True):
@@ -206,8 +212,8 @@ def check_ramp_and_local_args(ap, args, adam=True):
         ap.error("--adam-step-scale goes with Adam; this example's optimizer is SGD")
     if scale is not None and not (args.local_optimizer or args.one_call):
         ap.error("--adam-step-scale goes with --local-optimizer or --one-call")
-    if scale is not None and not (scale > 0 and math.isfinite(scale)):
-        ap.error("--adam-step-scale is a finite number > 0")
+    if scale not in (None, "measured") and not (scale > 0 and math.isfinite(scale)):
+        ap.error("--adam-step-scale is a finite number > 0, or 'measured'")
     if args.local_clip and not (args.local_optimizer and args.local_clip > 0):
         ap.error("--local-clip is a positive norm, with --local-optimizer")
 

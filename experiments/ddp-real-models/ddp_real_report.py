@@ -56,6 +56,9 @@ LABELS = {
     "none-flat": "no hook, constant lr",
     "adacomp-one-flat": "AdaComp, the one call, constant lr",
     "adacomp-one-unscaled-flat": "AdaComp, the one call, Adam's step not scaled, constant lr",
+    "adacomp-one-measured": "AdaComp, the one call, Adam's step scale measured",
+    "adacomp-one-measured-flat": "AdaComp, the one call, Adam's step scale measured, "
+                                 "constant lr",
     "adacomp-one-mask": "AdaComp, the one call, velocity masked",
 }
 HOOKS = tuple(LABELS)

@@ -143,6 +143,13 @@ class LocalOptimizer {
   // the old rates).
   Status SetRates(double momentum, double beta1, double beta2);
 
+  // Adam's step scale (adam_step_scale) from the next Prepare on: a scale
+  // measured as the run goes (the DDP hook's measured scale). Checked as
+  // Validate() checks the setting; InvalidArgument, nothing changed, on a bad
+  // scale, on SGD or a frozen second moment (unless 1), or while a step is
+  // in progress.
+  Status SetStepScale(double scale);
+
   // The step was applied: every prepared tensor's next moments become its
   // moments, and the step count goes up by one.
   void Commit();

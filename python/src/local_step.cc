@@ -111,11 +111,16 @@ void AddLocalStepBindings(py::module_& m) {
           },
           py::arg("momentum"), py::arg("beta1"), py::arg("beta2"),
           "SGD's momentum, or Adam's betas, from the next prepare on (between steps).")
+      .def(
+          "set_step_scale", [](LocalOptimizer& o, double scale) { Raise(o.SetStepScale(scale)); },
+          py::arg("scale"), "Adam's step scale from the next prepare on (between steps).")
       .def("commit", &LocalOptimizer::Commit)
       .def("drop", &LocalOptimizer::Drop)
       .def_property_readonly("tensors", &LocalOptimizer::tensors)
       .def_property_readonly("steps", [](const LocalOptimizer& o) { return o.steps(); })
       .def_property_readonly("masked", &LocalOptimizer::masked)
+      .def_property_readonly("step_scale",
+                             [](const LocalOptimizer& o) { return o.settings().adam_step_scale; })
       .def("started", [](LocalOptimizer& o, size_t k) { return Check(o, k).started(k); })
       .def("counts",
            [](LocalOptimizer& o, size_t k) {

@@ -259,6 +259,21 @@ Status LocalOptimizer::SetRates(double momentum, double beta1, double beta2) {
   return Status::OK();
 }
 
+Status LocalOptimizer::SetStepScale(double scale) {
+  for (const Tensor& t : t_) {
+    if (t.prepared) {
+      return Status::InvalidArgument(
+          "local optimizer: the step scale changes between steps, not while a step is in "
+          "progress");
+    }
+  }
+  LocalOptimizerSettings s = s_;
+  s.adam_step_scale = scale;
+  ADACOMP_RETURN_IF_ERROR(s.Validate());
+  s_ = s;
+  return Status::OK();
+}
+
 void LocalOptimizer::Commit() {
   for (Tensor& t : t_) {
     if (!t.prepared) continue;

@@ -121,5 +121,50 @@ TEST(LocalOptimizerRates, RefusesBadRatesAndMidStepChangesAndChangesNothing) {
   EXPECT_EQ(frozen->settings().beta1, 0.85);
 }
 
+// SetStepScale: the next Prepare's d is the scale times Adam's, with the same
+// moments; refused mid-step, on SGD, on a frozen second moment and on a bad
+// scale, each time leaving the scale as it was.
+TEST(LocalOptimizerRates, StepScaleMovesBetweenStepsOnly) {
+  LocalOptimizerSettings a;
+  a.kind = Kind::kAdam;
+  const size_t n = 6;
+  auto plain = std::move(LocalOptimizer::Create(a, std::vector<size_t>{n}).value());
+  auto moved = std::move(LocalOptimizer::Create(a, std::vector<size_t>{n}).value());
+  std::mt19937 rng(3);
+  for (int t = 1; t <= 4; ++t) {
+    const double scale = 1.0 + 0.25 * t;
+    ASSERT_TRUE(moved->SetStepScale(scale).ok());
+    const std::vector<float> g = Gradient(rng, n);
+    auto dp = plain->Prepare(0, g);
+    auto dm = moved->Prepare(0, g);
+    ASSERT_TRUE(dp.ok() && dm.ok());
+    for (size_t j = 0; j < n; ++j) {
+      ASSERT_TRUE(SameBits(dm.value()[j], static_cast<float>(scale) * dp.value()[j]))
+          << "t " << t << " j " << j;
+    }
+    const Status mid = moved->SetStepScale(3.0);
+    EXPECT_EQ(mid.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(mid.message().find("between steps"), std::string::npos) << mid.message();
+    EXPECT_EQ(moved->settings().adam_step_scale, scale);
+    plain->Commit();
+    moved->Commit();
+    for (size_t j = 0; j < n; ++j) {
+      ASSERT_TRUE(SameBits(plain->second(0)[j], moved->second(0)[j]));
+    }
+  }
+  for (double bad : {0.0, -2.0, std::nan(""), double(INFINITY)}) {
+    EXPECT_EQ(moved->SetStepScale(bad).code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(moved->settings().adam_step_scale, 2.0);
+  }
+  LocalOptimizerSettings s;
+  auto sgd = std::move(LocalOptimizer::Create(s, std::vector<size_t>{n}).value());
+  EXPECT_EQ(sgd->SetStepScale(2.0).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(sgd->SetStepScale(1.0).ok());
+  a.freeze_second_moment_after = 2;
+  auto frozen = std::move(LocalOptimizer::Create(a, std::vector<size_t>{n}).value());
+  EXPECT_EQ(frozen->SetStepScale(2.0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(frozen->settings().adam_step_scale, 1.0);
+}
+
 }  // namespace
 }  // namespace adacomp

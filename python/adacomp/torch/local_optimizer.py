@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from .. import _adacomp
+from .step_scale import ScaleMeter
 
 def squared_norm(arr, layout, clamp=0.0):
     """The sum of squares of arr over the layout's slices ((entry, offset, count));
@@ -86,12 +87,16 @@ class _LocalOptimizer:
         self.betas = tuple(float(b) for b in local.betas)
         self.eps = float(local.eps)
         self.freeze_after = freeze_after
-        self.step_scale = float(local.step_scale)
+        measured = local.step_scale == "measured"
+        self.step_scale = "measured" if measured else float(local.step_scale)
+        # local_step_scale="measured": the scale measured at each step (step_scale.py)
+        self.meter = ScaleMeter() if measured else None
         self.nesterov = bool(local.nesterov)
         # The library's optimizer (adacomp/local_optimizer.h); its settings' check
         # (ValueError) is the one for momentum, betas and eps.
         self.opt = _adacomp._LocalOptimizer(kind, self.momentum, self.betas[0], self.betas[1],
-                                            self.eps, freeze_after, self.step_scale,
+                                            self.eps, freeze_after,
+                                            1.0 if measured else self.step_scale,
                                             self.nesterov)
         # id(parameter) -> the weight decay added to its gradient before the moments
         # (sgd, and adam's L2 term: torch's Adam(weight_decay); AdamW's decoupled decay
@@ -159,6 +164,8 @@ class _LocalOptimizer:
     def begin_step(self):
         """A step begins: its first prepare reads the groups' rates."""
         self._fresh = self.groups is not None
+        if self.meter is not None:
+            self.meter.begin()
 
     def _read_rates(self):
         key = "momentum" if self.kind == "sgd" else "betas"
@@ -242,6 +249,8 @@ class _LocalOptimizer:
         """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
         a compressor without residue to send the step with instead (the dense warm-up's
         float32 one): the whole step is sent, so nothing is masked."""
+        if self.meter is not None:
+            self.meter.take(e.name, grad)
         step = self.prepare(e, grad)
         if whole is not None:
             return whole.compress(step)
@@ -258,12 +267,17 @@ class _LocalOptimizer:
         self.step_factor = None
 
     def commit(self):
-        """The step was applied: its prepared moments become the moments."""
+        """The step was applied: its prepared moments become the moments (and what it
+        measured of the step scale, the next step's scale)."""
         self.opt.commit()
+        if self.meter is not None:
+            self.meter.commit(self.opt, self.betas[1])
 
     def drop(self):
         """The step was rolled back: its prepared moments are forgotten."""
         self.opt.drop()
+        if self.meter is not None:
+            self.meter.discard()
 
     def save(self):
         opt = self.opt
@@ -275,8 +289,11 @@ class _LocalOptimizer:
             if self.kind == "adam":
                 second[name] = torch.from_numpy(opt.second(k))
             counts[name] = list(opt.counts(k))
-        return {"settings": self.settings(), "steps": opt.steps, "masked": opt.masked,
-                "first": first, "second": second, "counts": counts}
+        out = {"settings": self.settings(), "steps": opt.steps, "masked": opt.masked,
+               "first": first, "second": second, "counts": counts}
+        if self.meter is not None:
+            out["measured_step_scale"] = self.meter.state()
+        return out
 
     def check(self, saved, numel):
         """Raises ValueError unless ``saved`` (a save(), or None) loads into this
@@ -302,6 +319,14 @@ class _LocalOptimizer:
                         or t.dim() != 1 or t.numel() != numel[name]):
                     raise ValueError(f"state_dict's local optimizer: {part} moment of "
                                      f"{name!r} is not {numel[name]} float32 elements")
+        measured = saved["settings"].get("step_scale") == "measured"
+        if measured != (self.meter is not None):
+            says = "measures" if measured else "does not measure"
+            mine = "does" if self.meter is not None else "does not"
+            raise ValueError(f"state_dict's local Adam {says} its step scale "
+                             f"(local_step_scale='measured'), this state {mine}")
+        if self.meter is not None:
+            self.meter.check(saved.get("measured_step_scale"))
         if int(saved.get("steps", -1)) < 0:
             raise ValueError("state_dict's local optimizer has no step count")
         first = saved.get("first", {})
@@ -322,6 +347,8 @@ class _LocalOptimizer:
     def load(self, saved):
         steps = int(saved["steps"])
         self.opt.reset(steps, int(saved.get("masked", 0)))
+        if self.meter is not None:
+            self.meter.load(saved["measured_step_scale"], self.opt)
         counts = saved.get("counts")
         for name, first in saved["first"].items():
             if counts is not None:

@@ -114,8 +114,10 @@ class LocalSettings:
     moments, mask (sgd): zero the velocity of the elements a frame sent (False: the
     velocity goes on, and each gradient's whole momentum is sent in time), step_scale
     (adam): each rank's Adam step multiplied by it before compression (1: Adam's own
-    step; DistributedOptimizer: sqrt(world size), as each rank's second moment is of a
-    batch world size times smaller than the average's). Made by split_optimizer() or
+    step; sqrt(world size) makes up for each rank's second moment being of a batch world
+    size times smaller than the average's where batch noise dominates; "measured": the
+    scale measured from how much the ranks' gradients differ, step_scale.py). Made by
+    split_optimizer() or
     DistributedOptimizer from a torch optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
@@ -139,9 +141,13 @@ class LocalSettings:
                 c >= 0 and math.isfinite(c)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {c!r}")
         k = self.step_scale
-        if isinstance(k, bool) or not isinstance(k, (int, float)) or not (
+        if k == "measured":
+            if self.kind != "adam":
+                raise ValueError("local_step_scale goes with local_optimizer 'adam'")
+        elif isinstance(k, bool) or not isinstance(k, (int, float)) or not (
                 k > 0 and math.isfinite(k)):
-            raise ValueError(f"local_step_scale must be a finite number > 0, not {k!r}")
+            raise ValueError(f"local_step_scale must be a finite number > 0 or 'measured', "
+                             f"not {k!r}")
         if k != 1 and self.kind != "adam":
             raise ValueError("local_step_scale goes with local_optimizer 'adam'")
         if not isinstance(self.mask, bool):

@@ -144,6 +144,10 @@ class AdaCompState:
             raise ValueError("layer_types needs model=")
         self._schedule.build(sorted(self._by_name.values(), key=lambda e: e.tensor_id),
                              self._bin_sizes)
+        self._meter = None if self._local is None else self._local.meter
+        if self._meter is not None:  # the same sampled elements on every rank
+            self._meter.build([(e.name, e.numel) for e in sorted(
+                self._by_name.values(), key=lambda e: e.tensor_id)], self._world())
         if ddp is not None:
             self.track_usage(ddp)
 
@@ -322,6 +326,9 @@ class AdaCompState:
             ex = self._launch(bucket)
             if ex.is_last and self._local is not None:
                 self._local.end_step()
+            if ex.is_last and self._meter is not None:  # after the frames: step_scale.py
+                self._comm_tensors["step_scale"] = self._meter.post(
+                    ex.group, ex.rank, ex.world, ex._global)
         self.cpu_seconds["launch"] += time.thread_time() - t
         if ex.is_last and self.after_backward is not None:
             _after_ddp(self.after_backward)
@@ -490,9 +497,20 @@ class AdaCompState:
                 received = ex.receive()
             if ex.by_slices:
                 received = _second_phase(self, ex, received)
-            result = self._settle(ex, received, None)
+            comm_error = None
+        except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
+            received, comm_error = None, exc
+        if ex.is_last and self._meter is not None:
+            try:  # the step scale's samples, sent after the last bucket's frames
+                self._meter.receive()
+            except Exception as exc:  # noqa: BLE001 - as a failed collective
+                received, comm_error = None, comm_error or exc
+        try:
+            result = self._settle(ex, received, comm_error)
         except Exception as exc:  # noqa: BLE001 - a failed collective fails the step
             result = self._settle(ex, None, exc)
+        if ex.is_last and self._meter is not None:
+            self._meter.discard()  # (a committed step took them; any other drops them)
         self.cpu_seconds["finish"] += time.thread_time() - t
         ex.future.set_result(result)
 
