@@ -146,8 +146,12 @@ def one_call_title(optimizer, args):
     return (f", one call: {optimizer.kind or 'the optimizer'} "
             f"{'on each rank' if optimizer.local else 'on the average'}"
             + (", velocity masked" if masked else "")
-            + (f", Adam's step x {optimizer.hook.settings.local.step_scale:g}"
+            + (f", Adam's step x {_scale_words(optimizer.hook.settings.local.step_scale)}"
                if optimizer.kind == "adam" else ""))
+
+
+def _scale_words(scale):
+    return "the measured scale" if scale == "measured" else f"{scale:g}"
 
 
 def add_ramp_and_local_args(g):

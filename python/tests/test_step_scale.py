@@ -97,7 +97,7 @@ def run(ddp, opt, steps, rank, same, nan_at=(), out=None):
             if state.step_error is None:
                 raise
             if out is not None:
-                out.setdefault("failed", []).append(step)
+                out.setdefault("failed", []).append((step, str(state.step_error)))
             continue
         opt.step()
         if out is not None:
@@ -179,8 +179,10 @@ class MeasuredScaleTest(unittest.TestCase):
 
     def test_failed_step_and_resume(self):
         results = spawn_world(resume_worker, 2)
-        for res in results:
-            self.assertEqual(res["failed"], [4])
+        for res, cause in zip(results, ("non-finite gradient", "rank(s) [0] failed")):
+            (step, why), = res["failed"]
+            self.assertEqual(step, 4)
+            self.assertIn(cause, why)  # the cause, not the scale's messages
             self.assertTrue(res["failed_step_unchanged"])
             self.assertNotEqual(res["loaded_scale"], 1.0)
             self.assertEqual(res["resumed_scale"], res["straight_scale"])

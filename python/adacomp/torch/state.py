@@ -329,6 +329,7 @@ class AdaCompState:
             if ex.is_last and self._meter is not None:  # after the frames: step_scale.py
                 self._comm_tensors["step_scale"] = self._meter.post(
                     ex.group, ex.rank, ex.world, ex._global)
+                ex.sent_bytes += self._meter.message_bytes(ex.world)  # transport_bytes
         self.cpu_seconds["launch"] += time.thread_time() - t
         if ex.is_last and self.after_backward is not None:
             _after_ddp(self.after_backward)
