@@ -434,6 +434,36 @@ class StepTest(OneProcessGroupTest):
                                        rtol=1e-5, atol=1e-7)
         self.assertAlmostEqual(opt.hook._local.last_norm, norms[1], places=5)
 
+    def test_a_script_that_does_not_clip_measures_no_norm(self):
+        """No clip at the first step: no norm is measured after it (a pass over the
+        gradient saved per step); a clip that starts later returns NaN at its first
+        call, then each rank's norm, and clips."""
+        model, ddp = model_and_ddp()
+        ref = twin(model)
+        opt = adt.DistributedOptimizer(ddp, torch.optim.SGD(model.parameters(), lr=0.0,
+                                                           momentum=0.9), codec="dense")
+        local = opt.hook._local
+        self.assertTrue(local.measure)
+        for step in range(3):
+            opt.zero_grad()
+            backward(ddp, step)
+            opt.step()
+            self.assertFalse(local.measure)
+            self.assertIsNone(local.last_norm)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the take-over's warning
+            self.assertTrue(math.isnan(float(torch.nn.utils.clip_grad_norm_(
+                model.parameters(), 1e-3))))
+            opt.step()
+            opt.zero_grad()
+            backward(ddp, 3)
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3))
+        ref.zero_grad()
+        backward(ref, 3)
+        want = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in ref.parameters())))
+        self.assertAlmostEqual(norm, want, places=5)
+        opt.hook.close()
+
     def _adam_clipped_like_torch(self, clip, torchs):
         """AdamW with clip(parameters) after every backward, world 1, float32 frames,
         against torch's AdamW with torchs(parameters) (which returns how much it cut):

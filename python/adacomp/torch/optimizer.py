@@ -239,6 +239,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 p.add_(p.grad, alpha=-lr)
         if hasattr(self.inner, "_step_count"):  # a scheduler made on the inner optimizer
             self.inner._step_count += 1
+        local = self.hook._local
+        if local.measure and not self.hook.clip_whole:
+            # A script that did not clip at its first step does not clip: each rank's
+            # gradient norm (a pass over it in the hook, for clip_grad_norm_'s return
+            # value) is no longer measured. Should it clip later, that first call
+            # returns NaN; the clip itself measures from then on (defer.py).
+            local.measure = False
+            local.last_norm = None
         return loss
 
     def clip_requested(self, max_norm, norm_type):
