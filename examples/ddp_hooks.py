@@ -181,9 +181,9 @@ def add_ramp_and_local_args(g):
                         "default)")
     g.add_argument("--adam-step-scale", type=_step_scale, default=None,
                    help="adacomp hook with Adam on each rank (--local-optimizer or --one-call): "
-                        "multiply each rank's Adam step by this (local_step_scale; default: "
-                        "the one call's sqrt(world size), else 1), or 'measured': by the "
-                        "scale measured from how much the ranks' gradients differ")
+                        "multiply each rank's Adam step by this (local_step_scale), or "
+                        "'measured': by the scale measured from how much the ranks' "
+                        "gradients differ (default: the one call's 'measured', else 1)")
     g.add_argument("--local-clip", type=float, default=0.0,
                    help="adacomp hook with --local-optimizer: each rank clips its own "
                         "gradient to this L2 norm before the moments (the model goes in "

@@ -153,12 +153,15 @@ HOOKS = {
     # at the full lr without a warm-up)? The same without the scale.
     "adacomp-one-unscaled-flat": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "1",
                                   "--lr-floor", "1", "--warmup-frac", "0"],
-    # Adam's step scale measured from how much the ranks' gradients differ
-    # (local_step_scale="measured"), with the script's schedule and without one.
-    "adacomp-one-measured": ["--hook", "adacomp", "--one-call", "--adam-step-scale",
-                             "measured"],
-    "adacomp-one-measured-flat": ["--hook", "adacomp", "--one-call", "--adam-step-scale",
-                                  "measured", "--lr-floor", "1", "--warmup-frac", "0"],
+    # The one call's Adam default before the measured scale (local_step_scale="measured",
+    # the default since 2026-12-07): a fixed sqrt(world size) = sqrt(4), at each set-up.
+    "adacomp-one-sqrtp": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "2"],
+    "adacomp-one-sqrtp-lr2": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "2",
+                              "--lr", "{2lr}"],
+    "adacomp-one-sqrtp-lrhalf": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "2",
+                                 "--lr", "{lr/2}"],
+    "adacomp-one-sqrtp-flat": ["--hook", "adacomp", "--one-call", "--adam-step-scale", "2",
+                               "--lr-floor", "1", "--warmup-frac", "0"],
     # The one call with auto=True: each step dense or compressed, whichever this run's
     # step times say is faster (docs/ddp-hook.md); and the paper's hook with it.
     "adacomp-one-auto": ["--hook", "adacomp", "--one-call", "--auto"],
@@ -211,7 +214,8 @@ ORDER = ("none", "adacomp", "powersgd-r1", "adacomp-rec", "powersgd-r4", "fp16",
          "adacomp-one-nomask",
          "adacomp-one-lr2", "adacomp-one-unscaled", "adacomp-one-unscaled-lr2", "none-lrhalf",
          "adacomp-one-lrhalf", "none-flat", "adacomp-one-flat",
-         "adacomp-one-unscaled-flat", "adacomp-one-measured", "adacomp-one-measured-flat")
+         "adacomp-one-unscaled-flat", "adacomp-one-sqrtp", "adacomp-one-sqrtp-lr2",
+         "adacomp-one-sqrtp-lrhalf", "adacomp-one-sqrtp-flat")
 PROCS = 4
 
 

@@ -56,9 +56,10 @@ LABELS = {
     "none-flat": "no hook, constant lr",
     "adacomp-one-flat": "AdaComp, the one call, constant lr",
     "adacomp-one-unscaled-flat": "AdaComp, the one call, Adam's step not scaled, constant lr",
-    "adacomp-one-measured": "AdaComp, the one call, Adam's step scale measured",
-    "adacomp-one-measured-flat": "AdaComp, the one call, Adam's step scale measured, "
-                                 "constant lr",
+    "adacomp-one-sqrtp": "AdaComp, the one call, Adam's step x sqrt(P) (its default before)",
+    "adacomp-one-sqrtp-lr2": "AdaComp, the one call, Adam's step x sqrt(P), 2x lr",
+    "adacomp-one-sqrtp-lrhalf": "AdaComp, the one call, Adam's step x sqrt(P), half the lr",
+    "adacomp-one-sqrtp-flat": "AdaComp, the one call, Adam's step x sqrt(P), constant lr",
     "adacomp-one-mask": "AdaComp, the one call, velocity masked",
 }
 HOOKS = tuple(LABELS)
@@ -72,7 +73,8 @@ COLORS = dict(zip(HOOKS, ("black", "tab:gray", "tab:olive", "tab:orange", "tab:b
                           "teal", "dimgray", "lime", "crimson", "gray", "gray", "tab:red",
                           "sienna", "chocolate", "tab:olive", "darkorange", "tab:blue",
                           "tab:cyan", "dimgray", "tab:green", "tab:gray", "darkorange",
-                          "slategray", "indianred", "rosybrown", "olive")))
+                          "slategray", "indianred", "rosybrown", "olive", "peru",
+                          "maroon", "orchid", "cadetblue", "khaki", "plum")))
 COLORS["adacomp-one"] = "darkred"  # (tab:red is the local optimizer's)
 # A set-up's runs take their hook's colour and a line style of the set-up's own.
 SETUP_STYLES = {"-lrhalf": "--", "-flat": ":", "-lr2": "-."}

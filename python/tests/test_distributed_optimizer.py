@@ -4,8 +4,9 @@ from the shared parameter groups at each step, schedulers made before and after
 the call, clip_grad_norm_ taken over (nothing clipped in .grad, each rank's
 gradient clipped from the next step on, against a hand-computed clip) and the
 clip that bypasses it refused, and state_dict() round trips and refusals; and on
-two processes, local Adam's step scaled by sqrt(world size) against each rank's
-first Adam step written here (and not with local_step_scale=1, nor the decay)."""
+two processes, local Adam's step scaled by a fixed sqrt(world size) against each
+rank's first Adam step written here (and not with local_step_scale=1 nor at the
+measured scale's first step, nor the decay)."""
 
 import copy
 import functools
@@ -643,8 +644,9 @@ def adam_worker(rank, port, outdir, kwargs):
 
 
 class AdamStepScaleTest(unittest.TestCase):
-    """The one call scales each rank's Adam step by sqrt(world size): each rank's
-    second moment is of a batch P times smaller than the average's (docs/ddp-hook.md)."""
+    """The one call scales each rank's Adam step by a measured scale (step_scale.py),
+    or a fixed one: each rank's second moment is of a batch P times smaller than the
+    average's (docs/ddp-hook.md)."""
 
     def run_step(self, **kwargs):
         return spawn_world(functools.partial(adam_worker, kwargs=kwargs), 2)
@@ -661,8 +663,16 @@ class AdamStepScaleTest(unittest.TestCase):
         for x, y in zip(results[0]["avg"], results[1]["avg"]):
             np.testing.assert_array_equal(x.numpy(), y.numpy())
 
-    def test_sqrt_world_by_default(self):
-        self.check(self.run_step(), math.sqrt(2))
+    def test_measured_by_default(self):
+        # (the first step has no measurement yet: scale 1; test_step_scale.py the rest)
+        results = self.run_step()
+        for res in results:
+            self.assertEqual(res["scale"], "measured")
+            res["scale"] = 1.0
+        self.check(results, 1.0)
+
+    def test_sqrt_world_fixed(self):
+        self.check(self.run_step(local_step_scale=math.sqrt(2)), math.sqrt(2))
 
     def test_one_turns_it_off(self):
         self.check(self.run_step(local_step_scale=1.0), 1.0)

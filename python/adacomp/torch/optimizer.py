@@ -22,13 +22,15 @@ clip_grad_value_ after backward clip each rank's own gradient (clip.py). state_d
 rank's hook state; gathered_state_dict() every rank's, for a checkpoint that
 rank 0 alone writes.
 
-Adam and AdamW run on each rank with their steps scaled by sqrt(P), P the world
-size (local_step_scale). Each rank's second moment is of its own batch, P times
-smaller than the average's; where batch noise dominates it is up to P times the
-averaged gradient's, so the average of the ranks' steps would be up to sqrt(P)
-times smaller than the optimizer's on the averaged gradient (the script's learning
-rate then acts as a smaller one). Where the ranks' gradients agree the scale
-overshoots by up to sqrt(P); local_step_scale=1.0 turns it off.
+Adam and AdamW run on each rank with their steps scaled by a measured scale, between
+1 and sqrt(P), P the world size (local_step_scale="measured", step_scale.py). Each
+rank's second moment is of its own batch, P times smaller than the average's; where
+batch noise dominates it is up to P times the averaged gradient's, so the average of
+the ranks' steps would be up to sqrt(P) times smaller than the optimizer's on the
+averaged gradient (the script's learning rate then acts as a smaller one); where the
+ranks' gradients agree it is the same. The scale is measured at each step from how
+much the ranks' gradients differ at a few sampled elements; local_step_scale=1.0
+turns it off, a number fixes it.
 
 SGD runs on each rank without masking the velocity where a frame sent it
 (local_mask=False): every gradient's whole momentum reaches the weights, as with
@@ -39,7 +41,6 @@ elements sent most often learn at a smaller rate; on the Fashion-MNIST example i
 ended behind no hook on each of 5 seeds (docs/ddp-hook.md). local_mask=True masks."""
 
 import collections
-import math
 import warnings
 
 import numpy as np
@@ -167,8 +168,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                   base.schedule.dense_warmup_steps if base else 0)
             chosen = base is not None and base.local is not None and base.local.step_scale != 1
             if not warmup and not chosen:  # after a dense warm-up v is the average's
-                world = torch.distributed.get_world_size(settings["process_group"])
-                found["local_step_scale"] = math.sqrt(world)
+                found["local_step_scale"] = "measured"
         self.hook = AdaCompState(model=ddp_model.module, **settings,
                                  **(found if self.local else {}))
         self.hook.track_usage(ddp_model)

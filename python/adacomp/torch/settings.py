@@ -115,8 +115,9 @@ class LocalSettings:
     velocity goes on, and each gradient's whole momentum is sent in time), step_scale
     (adam): each rank's Adam step multiplied by it before compression (1: Adam's own
     step; sqrt(world size) makes up for each rank's second moment being of a batch world
-    size times smaller than the average's where batch noise dominates; "measured": the
-    scale measured from how much the ranks' gradients differ, step_scale.py). Made by
+    size times smaller than the average's where batch noise dominates; "measured", the
+    one call's default: the scale measured from how much the ranks' gradients differ,
+    step_scale.py). Made by
     split_optimizer() or
     DistributedOptimizer from a torch optimizer."""
     kind: str = "sgd"
