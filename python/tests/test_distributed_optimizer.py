@@ -646,7 +646,7 @@ def adam_worker(rank, port, outdir, kwargs):
 class AdamStepScaleTest(unittest.TestCase):
     """The one call scales each rank's Adam step by a measured scale (step_scale.py),
     or a fixed one: each rank's second moment is of a batch P times smaller than the
-    average's (docs/ddp-hook.md)."""
+    average's (docs/local-adam.md)."""
 
     def run_step(self, **kwargs):
         return spawn_world(functools.partial(adam_worker, kwargs=kwargs), 2)

@@ -7,7 +7,7 @@ gradient would divide by v_avg, the second moment of the average gbar. Per eleme
 the average of the ranks' steps m_r / sqrt(v_r) is then sqrt(v_r / v_avg) times too
 small. That factor is 1 where the ranks' gradients agree and sqrt(P) where batch
 noise dominates (P ranks); a fixed sqrt(P) overshoots by up to sqrt(P) in the first
-case (docs/ddp-hook.md), 1 undershoots in the second.
+case (docs/local-adam.md), 1 undershoots in the second.
 
 The meter estimates it at a few fixed sampled elements of every tensor (16, drawn
 with a seed from the tensor's index, so every rank samples the same ones): at each
