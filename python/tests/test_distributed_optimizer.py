@@ -275,8 +275,13 @@ class StepTest(OneProcessGroupTest):
                 opt.load_state_dict(other)
             self.assertEqual(opt.hook._local.steps, 0)
             self.assertEqual(len(opt.inner.state), 0)
+            meter = opt.hook._local.meter  # Adam's measured step scale
+            if meter is not None:  # as if measured before: the loaded moments measure anew
+                meter.measured, meter.num[:] = 5, 1.0
             opt.load_state_dict(saved)
             self.assertEqual(len(opt.inner.state), 0)  # the moments are the hook's
+            if meter is not None:
+                self.assertEqual((meter.measured, float(meter.num.sum())), (0, 0.0))
             run_steps(opt, ddp, range(3, 6))
             for p, q in zip(model.parameters(), plain.parameters()):
                 np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=0,

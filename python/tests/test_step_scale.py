@@ -112,6 +112,7 @@ def worker(rank, port, outdir, same, kind):
         run(ddp, opt, range(STEPS), rank, same, out=result)
         result["meter_scale"] = meter.scale
         result["measured"] = meter.measured
+        result["stats"] = opt.hook.stats()["local_step_scale"]
         result["weights"] = [p.detach().clone() for p in model.parameters()]
         opt.hook.close()
 
@@ -169,6 +170,7 @@ class MeasuredScaleTest(unittest.TestCase):
         for res in results:
             scales = res["scales"]
             self.assertEqual(res["measured"], STEPS)
+            self.assertEqual(res["stats"], {"scale": res["meter_scale"], "measured": STEPS})
             # what the library's optimizer was given after each step is the meter's
             self.assertEqual(scales[-1], res["meter_scale"])
             self.assertGreater(scales[-1], 1.3)

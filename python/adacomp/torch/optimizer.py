@@ -401,6 +401,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._bind()
         local = self.hook._local
         local.opt.reset(steps, 0)
+        if local.meter is not None:  # the moments are the loaded ones: measure anew
+            local.meter.reset(local.opt)
         for name, found, step in moments:
             first, *second = (t.detach().reshape(-1).float().numpy() for t in found)
             local.opt.set_moments(local._k(name, first.size), first,

@@ -279,11 +279,17 @@ class AdaCompState:
         (32 x elements x world / bits of all ranks' frames), selected, bins,
         selected_per_bin, frames, bin_histogram. With auto=True also auto
         {dense_steps, codec_steps, choices}: the applied steps each way and what it
-        settled on ("step N: auto: codec, ... s a step against dense's ... s").
+        settled on ("step N: auto: codec, ... s a step against dense's ... s"). With
+        local_step_scale="measured" also local_step_scale {scale, measured}: the next
+        step's scale and the steps it was measured over (step_scale.py).
         """
         with self._lock:
-            return _report(self.steps, self.buckets, self.transport_bytes, self._totals,
-                           self._last_step, self._auto)
+            out = _report(self.steps, self.buckets, self.transport_bytes, self._totals,
+                          self._last_step, self._auto)
+            if self._meter is not None:
+                out["local_step_scale"] = {"scale": self._meter.scale,
+                                           "measured": self._meter.measured}
+            return out
 
     def compression_rate(self):
         """End-to-end rate of this rank's frames since the start: 32-bit bytes / frame bytes."""

@@ -182,16 +182,22 @@ class ScaleMeter:
                 raise ValueError(f"state_dict's measured step scale: {key} is not "
                                  f"{self.size} float64 values")
 
+    def reset(self, opt):
+        """Forgets every measurement (the optimizer's moments were replaced): scale 1."""
+        self.num = np.zeros(self.size)
+        self.den = np.zeros(self.size)
+        self.measured = 0
+        self._received = self._vec = None
+        self.scale = 1.0
+        opt.set_step_scale(1.0)
+
     def load(self, saved, opt):
+        self.reset(opt)
         self.num = saved["num"].numpy().copy()
         self.den = saved["den"].numpy().copy()
         self.measured = int(saved.get("measured", 0))
-        self._received = self._vec = None
         if self.measured:
             self._set(opt)
-        else:
-            self.scale = 1.0
-            opt.set_step_scale(1.0)
 
 
 def scale_from(num, den, weights, world):
