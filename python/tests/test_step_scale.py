@@ -70,12 +70,12 @@ def batch(step, rank, same):
     return torch.randn(16, 12, generator=g), torch.randn(16, 6, generator=g)
 
 
-def make(kind):
+def make(kind, **settings):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(12, 24), nn.Tanh(), nn.Linear(24, 6))
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = adt.DistributedOptimizer(ddp, kind(model.parameters(), lr=1e-3),
-                                   local_step_scale="measured")
+                                   local_step_scale="measured", **settings)
     return model, ddp, opt
 
 
@@ -104,9 +104,9 @@ def run(ddp, opt, steps, rank, same, nan_at=(), out=None):
             out.setdefault("scales", []).append(state._local.opt.step_scale)
 
 
-def worker(rank, port, outdir, same, kind):
+def worker(rank, port, outdir, same, kind, settings=None):
     with gloo_rank(rank, port, 2, outdir) as result:
-        model, ddp, opt = make(kind)
+        model, ddp, opt = make(kind, **(settings or {}))
         meter = opt.hook._local.meter
         result["first_scale"] = opt.hook._local.opt.step_scale
         run(ddp, opt, range(STEPS), rank, same, out=result)
@@ -167,6 +167,20 @@ class MeasuredScaleTest(unittest.TestCase):
     def test_independent_gradients_give_about_sqrt_world(self):
         results = spawn_world(functools.partial(worker, same=False, kind=torch.optim.AdamW),
                               2)
+        self.check_sqrt_world(results)
+
+    def test_every_exchange_measures_alike(self):
+        """The scale does not depend on how the buckets travel: the reduce-scatter
+        exchange, and the exchange without overlap, measure the same scales as the
+        default all-gather (the samples are the same gradients)."""
+        runs = [spawn_world(functools.partial(worker, same=False, kind=torch.optim.AdamW,
+                                              settings=s), 2)
+                for s in ({}, {"exchange": "reduce-scatter"}, {"overlap": False})]
+        for results in runs[1:]:
+            self.check_sqrt_world(results)
+            self.assertEqual(results[0]["scales"], runs[0][0]["scales"])
+
+    def check_sqrt_world(self, results):
         for res in results:
             scales = res["scales"]
             self.assertEqual(res["measured"], STEPS)
