@@ -169,6 +169,18 @@ class MeasuredScaleTest(unittest.TestCase):
                               2)
         self.check_sqrt_world(results)
 
+    def test_adams_l2_term_is_measured_with_the_gradient(self):
+        """torch's Adam(weight_decay) adds wd x w to the gradient before the moments, the
+        same on every rank: with it much larger than the ranks' independent gradients
+        the moments agree, and the scale stays close to 1 (the gradients alone would
+        give about sqrt(2))."""
+        adam = functools.partial(torch.optim.Adam, weight_decay=10.0)
+        results = spawn_world(functools.partial(worker, same=False, kind=adam), 2)
+        for res in results:
+            self.assertLess(res["scales"][-1], 1.1)
+            self.assertGreaterEqual(min(res["scales"]), 1.0)
+        self.check_replicas(results)
+
     def test_every_exchange_measures_alike(self):
         """The scale does not depend on how the buckets travel: the reduce-scatter
         exchange, and the exchange without overlap, measure the same scales as the

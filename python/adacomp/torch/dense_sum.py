@@ -48,8 +48,6 @@ def fill(st, ex, arr):
                 g[:] = 0  # unused here: nothing of it is sent, its residue stays whole
                 continue
             if local is not None:
-                if local.meter is not None:  # local_step_scale="measured": step_scale.py
-                    local.meter.take(e.name, g)
                 g[:] = local.prepare(e, g)  # the step, in the gradient's place
             st._auto.fold(e, g)
     except Exception as exc:  # noqa: BLE001 - still join the all-reduce: peers fail, not hang

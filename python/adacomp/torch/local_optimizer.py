@@ -194,6 +194,14 @@ class _LocalOptimizer:
         if self._fresh:
             self._fresh = False
             self._read_rates()
+        wd, w = self._l2(e)
+        if self.meter is not None:  # what the moments take: the gradient and the L2 term
+            self.meter.take(e.name, grad, w, wd)
+        return self.opt.prepare(self._k(e.name, grad.size), grad, w, wd)
+
+    def _l2(self, e):
+        """(weight decay, the parameter as float32 numpy or None) added to e's gradient
+        before the moments (SGD's decay, Adam's L2 term)."""
         wd, w = 0.0, None
         if self._decay:
             wd = self._decay.get(id(e.param), 0.0)
@@ -201,7 +209,7 @@ class _LocalOptimizer:
                 wd = float(wd.get("weight_decay", 0.0))
             if wd:
                 w = e.param.detach().reshape(-1).float().numpy()
-        return self.opt.prepare(self._k(e.name, grad.size), grad, w, wd)
+        return wd, w
 
     def clip(self, arr, layout, bucket_index=0):
         """Scales the bucket's gradient (arr, over the layout's slices) in place to at
@@ -249,8 +257,6 @@ class _LocalOptimizer:
         """e's frame of the step for this gradient (prepare, compress, mask). ``whole``:
         a compressor without residue to send the step with instead (the dense warm-up's
         float32 one): the whole step is sent, so nothing is masked."""
-        if self.meter is not None:
-            self.meter.take(e.name, grad)
         step = self.prepare(e, grad)
         if whole is not None:
             return whole.compress(step)

@@ -77,16 +77,20 @@ class ScaleMeter:
         """A step begins: what an unfinished one sampled is forgotten."""
         self._vec = None
 
-    def take(self, name, grad):
+    def take(self, name, grad, param=None, weight_decay=0.0):
         """Samples this rank's gradient of tensor ``name`` (the float32 slice handed to the
-        optimizer) for the step in progress."""
+        optimizer) for the step in progress, with weight_decay x param added where the
+        moments take an L2 term (torch's Adam's weight_decay; param: float32 numpy)."""
         slot = self._slots.get(name)
         if slot is None:
             return
         if self._vec is None:
             self._vec = np.zeros(self.size + 1, dtype=np.float32)
         off, pos, _ = slot
-        self._vec[off:off + pos.size] = grad[pos]
+        x = grad[pos]
+        if weight_decay:
+            x = x + np.float32(weight_decay) * param[pos]
+        self._vec[off:off + pos.size] = x
         self._vec[-1] = 1.0
 
     def post(self, group, rank, world, global_rank):
