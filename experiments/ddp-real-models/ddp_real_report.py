@@ -124,7 +124,7 @@ def fmt_metric(metric, v):
 
 
 def fmt_bytes(v):
-    if v is None:
+    if v is None or v != v:  # (NaN: a run resumed at its last step timed no step)
         return "-"
     if v >= 1e6:
         return f"{v / 1e6:.2f} MB"
