@@ -383,9 +383,10 @@ class Run:
                     tl = window[0].item() / window[1].item()
                     history["train"].append({"step": step, "loss": tl, "lr": lr,
                                              "wall_s": wall()})
-                    meter = getattr(getattr(hook.state, "_local", None), "meter", None)
-                    if meter is not None:  # local_step_scale="measured"
-                        history["train"][-1]["step_scale"] = meter.scale
+                    scale = (hook.state.stats().get("local_step_scale")
+                             if hook.state is not None else None)
+                    if scale is not None:  # local_step_scale="measured"
+                        history["train"][-1]["step_scale"] = scale["scale"]
                     line = (f"step {step}  loss {tl:.4f}  lr {lr:.3g}  "
                             f"step {t3 - t0:.3f} s (fwd {t1 - t0:.3f} bwd {t2 - t1:.3f} "
                             f"opt {t3 - t2:.3f})")

@@ -203,6 +203,9 @@ class LocalOptimizer {
     std::vector<float> first, second, next_first, next_second, step;
   };
   void Allocate(Tensor& t) const;
+  // InvalidArgument saying that `what` changes between steps when a tensor is
+  // prepared (a step in progress), else OK.
+  Status BetweenSteps(const char* what) const;
 
   LocalOptimizerSettings s_;
   std::vector<Tensor> t_;

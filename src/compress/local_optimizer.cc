@@ -235,13 +235,18 @@ Status LocalOptimizer::MaskSent(size_t k, std::span<const uint8_t> frame) {
   return Status::OK();
 }
 
-Status LocalOptimizer::SetRates(double momentum, double beta1, double beta2) {
+Status LocalOptimizer::BetweenSteps(const char* what) const {
   for (const Tensor& t : t_) {
     if (t.prepared) {
-      return Status::InvalidArgument(
-          "local optimizer: the rates change between steps, not while a step is in progress");
+      return Status::InvalidArgument(std::string("local optimizer: ") + what +
+                                     " between steps, not while a step is in progress");
     }
   }
+  return Status::OK();
+}
+
+Status LocalOptimizer::SetRates(double momentum, double beta1, double beta2) {
+  ADACOMP_RETURN_IF_ERROR(BetweenSteps("the rates change"));
   LocalOptimizerSettings s = s_;
   if (s.kind == LocalOptimizerSettings::Kind::kSgd) {
     s.momentum = momentum;
@@ -260,13 +265,7 @@ Status LocalOptimizer::SetRates(double momentum, double beta1, double beta2) {
 }
 
 Status LocalOptimizer::SetStepScale(double scale) {
-  for (const Tensor& t : t_) {
-    if (t.prepared) {
-      return Status::InvalidArgument(
-          "local optimizer: the step scale changes between steps, not while a step is in "
-          "progress");
-    }
-  }
+  ADACOMP_RETURN_IF_ERROR(BetweenSteps("the step scale changes"));
   LocalOptimizerSettings s = s_;
   s.adam_step_scale = scale;
   ADACOMP_RETURN_IF_ERROR(s.Validate());

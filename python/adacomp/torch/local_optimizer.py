@@ -282,8 +282,6 @@ class _LocalOptimizer:
     def drop(self):
         """The step was rolled back: its prepared moments are forgotten."""
         self.opt.drop()
-        if self.meter is not None:
-            self.meter.discard()
 
     def save(self):
         opt = self.opt

@@ -117,9 +117,8 @@ class LocalSettings:
     step; sqrt(world size) makes up for each rank's second moment being of a batch world
     size times smaller than the average's where batch noise dominates; "measured", the
     one call's default: the scale measured from how much the ranks' gradients differ,
-    step_scale.py). Made by
-    split_optimizer() or
-    DistributedOptimizer from a torch optimizer."""
+    step_scale.py). Made by split_optimizer() or DistributedOptimizer from a torch
+    optimizer."""
     kind: str = "sgd"
     momentum: float = 0.9
     betas: tuple = (0.9, 0.999)
@@ -142,11 +141,8 @@ class LocalSettings:
                 c >= 0 and math.isfinite(c)):
             raise ValueError(f"local_clip_norm must be a finite number >= 0, not {c!r}")
         k = self.step_scale
-        if k == "measured":
-            if self.kind != "adam":
-                raise ValueError("local_step_scale goes with local_optimizer 'adam'")
-        elif isinstance(k, bool) or not isinstance(k, (int, float)) or not (
-                k > 0 and math.isfinite(k)):
+        if k != "measured" and (isinstance(k, bool) or not isinstance(k, (int, float)) or not (
+                k > 0 and math.isfinite(k))):
             raise ValueError(f"local_step_scale must be a finite number > 0 or 'measured', "
                              f"not {k!r}")
         if k != 1 and self.kind != "adam":

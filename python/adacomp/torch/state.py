@@ -142,12 +142,11 @@ class AdaCompState:
             _check_group(process_group)
         elif layer_types:
             raise ValueError("layer_types needs model=")
-        self._schedule.build(sorted(self._by_name.values(), key=lambda e: e.tensor_id),
-                             self._bin_sizes)
+        entries = sorted(self._by_name.values(), key=lambda e: e.tensor_id)
+        self._schedule.build(entries, self._bin_sizes)
         self._meter = None if self._local is None else self._local.meter
         if self._meter is not None:  # the same sampled elements on every rank
-            self._meter.build([(e.name, e.numel) for e in sorted(
-                self._by_name.values(), key=lambda e: e.tensor_id)], self._world())
+            self._meter.build([(e.name, e.numel) for e in entries], self._world())
         if ddp is not None:
             self.track_usage(ddp)
 

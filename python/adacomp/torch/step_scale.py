@@ -138,8 +138,8 @@ class ScaleMeter:
         self._received = [got[r] for r in sorted(got)]
 
     def discard(self):
-        """The step was not applied (or its last bucket settled): what it measured is
-        dropped."""
+        """The step's last bucket settled: what it measured and commit() did not take (a
+        failed step) is dropped."""
         self._received = None
 
     def commit(self, opt, beta):
@@ -167,7 +167,7 @@ class ScaleMeter:
         opt.set_step_scale(self.scale)
 
     def state(self):
-        return {"size": self.size, "measured": self.measured, "scale": self.scale,
+        return {"size": self.size, "measured": self.measured,
                 "num": torch.from_numpy(self.num.copy()),
                 "den": torch.from_numpy(self.den.copy())}
 
