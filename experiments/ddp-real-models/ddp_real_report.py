@@ -394,8 +394,9 @@ def _steps_panel(ax, model, res):
     ax.set_title(f"{model}: against steps (loopback runs)")
 
 
-def _save(plt, fig, model):
-    fig.tight_layout()
+def _save(plt, fig, model, layout=True):
+    if layout:
+        fig.tight_layout()
     path = os.path.join(IMG, f"ddp_real_{model}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -414,7 +415,7 @@ def plot(model, res, spd):
         _steps_panel(ax, model, res)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         return _save(plt, fig, model)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.6))
     scale = 100 if metric == "accuracy" else 1
     P = 4
     _steps_panel(axes[0], model, res)
@@ -437,10 +438,9 @@ def plot(model, res, spd):
     axes[1].set_xlabel(f"minutes at 100 Mbit/s, {P} hosts\n(steps x measured s/step; "
                        "squares: trained to the end on the cluster)", fontsize=9)
     axes[1].set_title("against time")
-    # Every hook's label, on the time panel: its lower (accuracy) or upper (loss) right
-    # corner is empty, where on the steps panel the legend would hide curves.
-    axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=7,
-                   loc="lower right" if metric == "accuracy" else "upper right")
+    # Every hook's label, below the panels: inside either curve panel a dozen labels
+    # hid the curves.
+    handles, labels = axes[0].get_legend_handles_labels()
     hooks = [h for h in HOOKS if any((P, link, h) in res["table"] for link in LINKS)]
     width = 0.8 / max(1, len(LINKS))
     for i, link in enumerate(LINKS):
@@ -458,7 +458,10 @@ def plot(model, res, spd):
     axes[2].set_title(f"time per step, {P} hosts")
     axes[2].legend(fontsize=7)
     axes[2].grid(alpha=0.3, axis="y")
-    return _save(plt, fig, model)
+    fig.tight_layout(rect=(0, 0.19, 1, 1))
+    fig.legend(handles, labels, fontsize=7, ncol=3, loc="lower center",
+               bbox_to_anchor=(0.5, 0.0))
+    return _save(plt, fig, model, layout=False)
 
 
 def check_estimate(spd):
