@@ -15,8 +15,9 @@
 //           SaveState() and the two-pass path apply the pending corrections
 //           first (Materialize). fp modes need no s and do theirs per chunk
 //           while it is in cache.
-// Nothing is written before the check pass has accepted dW, so a rejected
-// gradient leaves the state unchanged. Otherwise (values near the float
+// Nothing is written before the check pass has accepted dW (or, after
+// Mark(), into the marked residue), so a rejected gradient leaves the state
+// unchanged. Otherwise (values near the float
 // range) the two-pass path runs: pass A (read only) computes the maxima and
 // notices any non-finite G, pass B selects and updates (compress/kernels.h).
 // No allocation once the buffers have grown. The results are bit-identical
@@ -28,7 +29,10 @@
 // marked residue and writes the new one into a second buffer (each chunk of
 // bins copied there while it is in cache, then the fused pass runs on the
 // copy), then swaps the two, keeping the marked pending corrections beside
-// them; UndoToMark() swaps back. The two-pass path copies the whole residue
+// them; UndoToMark() swaps back. As the marked residue stays intact, that
+// compression runs without the check pass: a non-finite G shows in the
+// fused pass's maxima, and the pass is then discarded and the checked path
+// runs (and names the element). The two-pass path copies the whole residue
 // instead (it is rare: values near the float range).
 #include <algorithm>
 #include <array>
@@ -65,6 +69,15 @@ class AdaCompCompressor final : public Compressor {
                   CompressStats* stats) override {
     float max_dw = 0.0f;
     const int workers = Workers();
+    if (marked_ && !moved_ && residue_bound_ < kSafeBound && grad.size() == elements()) {
+      // The first compression after Mark() writes the new residue into the
+      // second buffer and leaves the marked one as it was, so it needs no
+      // check pass first: the fused pass sees a non-finite G in its maxima
+      // and is then discarded, and the checked path below names the cause.
+      bool non_finite = false;
+      Status done = CompressFast(grad, frame, stats, workers, &non_finite);
+      if (!non_finite) return done;
+    }
     if (workers > 1 && grad.size() == elements()) {
       // The check pass spread over the threads (each walks its slice).
       std::vector<uint32_t> part(static_cast<size_t>(workers), 0);
@@ -242,8 +255,11 @@ class AdaCompCompressor final : public Compressor {
     return count;
   }
 
+  // With `non_finite` (only for the first compression after Mark(), whose
+  // gradient was not checked): a non-finite G sets *non_finite and undoes
+  // the pass (the marked residue was not written; nothing else changed).
   Status CompressFast(std::span<const float> grad, std::vector<uint8_t>* frame,
-                      CompressStats* stats, int workers) {
+                      CompressStats* stats, int workers, bool* non_finite = nullptr) {
     const size_t n = residue_.size();
     const size_t bins = gmax_.size();
     const float* g = grad.data();
@@ -262,10 +278,13 @@ class AdaCompCompressor final : public Compressor {
       residue_.swap(spare_);
       residue_.resize(n);  // allocates once; every chunk is written before it is read
     }
+    assert(!non_finite || move);
     const float* from = move ? spare_.data() : nullptr;
+    bool finite = true;
     if (workers <= 1) {
       count = RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top,
                       st.bin_histogram.data(), from);
+      finite = std::isfinite(gmax_top);
     } else {
       // Worker w takes a contiguous run of groups; worker 0 appends to
       // idx_/val_, the others to their own scratch, appended after.
@@ -302,8 +321,14 @@ class AdaCompCompressor final : public Compressor {
           count += counts[w];
         }
         gmax_top = std::max(gmax_top, tops[w]);
+        finite = finite && std::isfinite(tops[w]);
         for (size_t k = 0; k < 17; ++k) st.bin_histogram[k] += hists[w][k];
       }
+    }
+    if (non_finite && !finite) {
+      residue_.swap(spare_);  // the marked residue back; the pass is discarded
+      *non_finite = true;
+      return Status::OK();
     }
     if (move) {
       pending_.swap(mark_pending_);

@@ -1,7 +1,10 @@
 // The fused AdaComp selection kernel (internal to adacomp_core): one pass per
 // bin that forms G = R + dW, the bin's max |G|, the selection and the
 // compaction of the selected entries, with the bin in L1 between the two
-// inner loops. Callers must have checked that every R + dW is finite.
+// inner loops. A non-finite R + dW makes its bin's maximum and *gtop
+// non-finite (the maxima are taken on the bits of |G|, so a NaN is not
+// skipped); r is then written as for finite values, and a caller that did
+// not check the gradient first sees it in *gtop and discards the pass.
 //
 // FusedSelectScalar is the plain definition (the twin the tests compare the
 // vector version with); FusedSelectAvx2 is used when the CPU has AVX2
@@ -24,8 +27,9 @@ namespace adacomp::internal {
 //   (*pend advances over them; pend_end bounds the list): r[i] -= s_prev
 //   with the sign of r[i], i.e. R = G - sign(G) s_prev, deferred from the
 //   previous step until its scale was known (compress/adacomp.cc);
-//   gmax[b] = max |r[j] + g[j]| over the bin; *gsum += gmax[b] (in double,
-//   in bin order: the sum the scale is the mean of); *gtop = max(*gtop, gmax[b]);
+//   gmax[b] = max |r[j] + g[j]| over the bin (on the bits: a NaN is the
+//   largest); *gsum += gmax[b] (in double, in bin order: the sum the scale
+//   is the mean of); *gtop = max(*gtop, gmax[b]) (also on the bits);
 //   r[j] = G = r[j] + g[j] for every j of the bin;
 //   each j with |G + g[j]| >= gmax[b] and G != 0 is appended: idx[c] = j,
 //   val[c] = G, in increasing j;
@@ -46,6 +50,13 @@ inline constexpr size_t kFusedCorrectionsAhead = 1024;
 // The deferred update of one selected element: R = G - sign(G) s (G != 0).
 inline float ApplyScale(float stored_g, float s) { return stored_g - std::copysign(s, stored_g); }
 
+// The larger of two non-negative floats (or NaNs with the sign bit clear),
+// compared as bits: for finite values the float maximum, and a NaN wins.
+inline float MaxAbsBitsOf(float a, float b) {
+  const uint32_t x = std::bit_cast<uint32_t>(a), y = std::bit_cast<uint32_t>(b);
+  return std::bit_cast<float>(x > y ? x : y);
+}
+
 inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
                                 size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
                                 float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
@@ -57,13 +68,10 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
     const size_t end = n - begin < bin ? n : begin + bin;
     for (; p != pend_end && *p < end; ++p) r[*p] = ApplyScale(r[*p], s_prev);
     float m = 0.0f;
-    for (size_t j = begin; j < end; ++j) {
-      const float a = std::fabs(r[j] + g[j]);
-      m = a > m ? a : m;
-    }
+    for (size_t j = begin; j < end; ++j) m = MaxAbsBitsOf(m, std::fabs(r[j] + g[j]));
     gmax[b] = m;
     *gsum += m;
-    *gtop = m > *gtop ? m : *gtop;
+    *gtop = MaxAbsBitsOf(*gtop, m);
     const size_t c0 = c;
     for (size_t j = begin; j < end; ++j) {
       const float gj = r[j] + g[j];

@@ -55,11 +55,12 @@ ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) int Pick(__m256 G, __m
   return _mm256_movemask_ps(pick);
 }
 
-ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) float HMax(__m256 v) {
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
+// The largest of 8 non-negative floats, as bits (a NaN wins).
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) float HMaxBits(__m256i v) {
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+  return std::bit_cast<float>(static_cast<uint32_t>(_mm_cvtsi128_si32(h)));
 }
 
 }  // namespace
@@ -83,8 +84,10 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
   size_t applied_upto = 0;
   double sum = *gsum;
   float top = *gtop;
-#define ADACOMP_ABS_SUM(o) \
-  _mm256_and_ps(abs_mask, _mm256_add_ps(_mm256_loadu_ps(rb + (o)), _mm256_loadu_ps(gb + (o))))
+  // |R + dW| as bits, maxima taken on the bits (so a NaN is not skipped).
+#define ADACOMP_ABS_SUM(o)              \
+  _mm256_castps_si256(_mm256_and_ps( \
+      abs_mask, _mm256_add_ps(_mm256_loadu_ps(rb + (o)), _mm256_loadu_ps(gb + (o)))))
   for (size_t b = first_bin; b < last_bin; ++b) {
     const size_t begin = b * bin;
     const size_t len = n - begin < bin ? n - begin : bin;
@@ -106,20 +109,20 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
     if (full) {
       // Max |R + dW|: two accumulators; a partial last vector is read
       // overlapping the one before (max does not mind duplicates).
-      __m256 m0 = zero, m1 = zero;
+      __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
       size_t j = 0;
       for (; j + 16 <= full; j += 16) {
         _mm_prefetch(reinterpret_cast<const char*>(rb + j + kAhead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(gb + j + kAhead), _MM_HINT_T0);
-        m0 = _mm256_max_ps(m0, ADACOMP_ABS_SUM(j));
-        m1 = _mm256_max_ps(m1, ADACOMP_ABS_SUM(j + 8));
+        m0 = _mm256_max_epu32(m0, ADACOMP_ABS_SUM(j));
+        m1 = _mm256_max_epu32(m1, ADACOMP_ABS_SUM(j + 8));
       }
-      if (j < full) m0 = _mm256_max_ps(m0, ADACOMP_ABS_SUM(j));
-      if (rest) m1 = _mm256_max_ps(m1, ADACOMP_ABS_SUM(len - 8));
-      const float m = HMax(_mm256_max_ps(m0, m1));
+      if (j < full) m0 = _mm256_max_epu32(m0, ADACOMP_ABS_SUM(j));
+      if (rest) m1 = _mm256_max_epu32(m1, ADACOMP_ABS_SUM(len - 8));
+      const float m = HMaxBits(_mm256_max_epu32(m0, m1));
       gmax[b] = m;
       sum += m;
-      top = m > top ? m : top;
+      top = MaxAbsBitsOf(top, m);
       const __m256 vm = _mm256_set1_ps(m);
       // A partial last vector: computed first, from the old R, over the 8
       // last elements; stored after the main loop (its overlap with the
@@ -148,10 +151,10 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + 8 - rest));
       const __m256 gv = _mm256_maskload_ps(gb, tail);
       const __m256 G = _mm256_add_ps(_mm256_maskload_ps(rb, tail), gv);
-      const float m = HMax(_mm256_and_ps(abs_mask, G));
+      const float m = HMaxBits(_mm256_castps_si256(_mm256_and_ps(abs_mask, G)));
       gmax[b] = m;
       sum += m;
-      top = m > top ? m : top;
+      top = MaxAbsBitsOf(top, m);
       _mm256_maskstore_ps(rb, tail, G);
       c = Compact(begin, G, Pick(G, gv, _mm256_set1_ps(m)) & ((1 << rest) - 1), idx, val, c);
     }

@@ -101,6 +101,47 @@ TEST(FusedKernelTest, ScalarTwinFollowsTheDefinition) {
   EXPECT_EQ(std::find(o.idx.begin(), o.idx.end(), 10u), o.idx.end());
 }
 
+// A non-finite G (NaN, +-Inf, or R + dW overflowing) anywhere makes *gtop
+// non-finite, for both kernels, wherever it falls: the first lane, a full
+// vector, a bin's partial last vector, a bin under 8 elements. The
+// compressor's first compression after Mark() relies on it instead of a
+// check pass.
+TEST(FusedKernelTest, NonFiniteSumsShowInTheTop) {
+  std::vector<FusedSelectFn> kernels = {&FusedSelectScalar};
+#if ADACOMP_X86_SIMD
+  if (CpuHasAvx2()) kernels.push_back(&FusedSelectAvx2);
+#endif
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  for (FusedSelectFn fn : kernels) {
+    for (size_t bin : {5, 8, 13, 50, 500}) {
+      const size_t n = 4 * bin + 3;
+      for (size_t at : {size_t{0}, bin / 2, 2 * bin - 1, n - 2, n - 1}) {
+        for (int kind = 0; kind < 4; ++kind) {
+          auto r = testing::GradientLike(n, 40);
+          auto g = testing::GradientLike(n, 41);
+          if (kind == 0) g[at] = nan;
+          if (kind == 1) g[at] = -inf;
+          if (kind == 2) r[at] = nan;  // a residue the caller never checks
+          if (kind == 3) {             // finite parts, an overflowing sum
+            r[at] = big;
+            g[at] = big;
+          }
+          const KernelOut o = RunKernel(fn, r, g, bin, 2, {}, 0.0f);
+          EXPECT_FALSE(std::isfinite(o.gtop))
+              << "bin " << bin << " at " << at << " kind " << kind;
+          EXPECT_FALSE(std::isfinite(o.gmax[at / bin])) << "bin " << bin << " at " << at;
+        }
+      }
+      // And finite data keeps a finite top.
+      const KernelOut ok =
+          RunKernel(fn, testing::GradientLike(n, 42), testing::GradientLike(n, 43), bin, 2, {}, 0);
+      EXPECT_TRUE(std::isfinite(ok.gtop));
+    }
+  }
+}
+
 #if ADACOMP_X86_SIMD
 TEST(FusedKernelTest, Avx2MatchesScalarTwin) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -172,6 +174,85 @@ TEST(MarkTest, AdaCompTwoPassPathAfterMark) {
   a->KeepSinceMark();
   for (uint64_t s = 6; s < 8; ++s) Both(a.get(), b.get(), n, s);
   EXPECT_EQ(a->SaveState(), b->SaveState());
+}
+
+TEST(MarkTest, AdaCompRefusesANonFiniteGradientAfterMark) {
+  // The first compression after Mark() runs without a check pass (the marked
+  // residue is not written). A NaN or Inf, or an R + dW that overflows, must
+  // still give the checked path's error, name the element, and leave the
+  // state as it was; the twin, never marked, checks first.
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int threads : {1, 2}) {
+    for (uint64_t n : {uint64_t{1000}, uint64_t{300000}}) {
+      CodecConfig cfg = testing::TestCodecConfig(Codec::kAdaComp, 7);
+      cfg.threads = threads;
+      for (uint64_t at : {uint64_t{0}, n / 2 + 1, n - 1}) {
+        for (int kind = 0; kind < 3; ++kind) {
+          SCOPED_TRACE("threads " + std::to_string(threads) + ", n " + std::to_string(n) +
+                       ", element " + std::to_string(at) + ", kind " + std::to_string(kind));
+          auto a = Make(cfg, n), b = Make(cfg, n);
+          for (uint64_t s = 0; s < 3; ++s) Both(a.get(), b.get(), n, s);
+          std::vector<float> bad = testing::GradientLike(n, 70);
+          if (kind == 2) {
+            // A residue of about 2^110 at `at` (still below the bound that
+            // sends compressions down the two-pass path), then the largest
+            // float there: R + dW overflows though dW is finite.
+            std::vector<float> push = testing::GradientLike(n, 71);
+            push[at] = std::ldexp(1.0f, 110);
+            Both(a.get(), b.get(), n, 71);
+            std::vector<uint8_t> fa, fb;
+            ASSERT_TRUE(a->Compress(push, &fa).ok());
+            ASSERT_TRUE(b->Compress(push, &fb).ok());
+            ASSERT_EQ(fa, fb);
+            bad[at] = std::numeric_limits<float>::max();
+          } else {
+            bad[at] = kind == 0 ? std::nanf("") : -inf;
+          }
+          a->Mark();
+          std::vector<uint8_t> fa = {1, 2, 3}, fb;
+          const Status sa = a->Compress(bad, &fa);
+          const Status sb = b->Compress(bad, &fb);
+          EXPECT_EQ(sa.code(), StatusCode::kInvalidArgument);
+          EXPECT_EQ(sa.ToString(), sb.ToString());
+          if (kind < 2) EXPECT_NE(sa.ToString().find(std::to_string(at)), std::string::npos);
+          EXPECT_EQ(fa, (std::vector<uint8_t>{1, 2, 3}));  // the frame untouched
+          // Nothing changed: undoing, keeping, or going on all match the twin.
+          if (at == 0) ASSERT_TRUE(a->UndoToMark().ok());
+          for (uint64_t s = 3; s < 5; ++s) Both(a.get(), b.get(), n, s);
+          if (at != 0) a->KeepSinceMark();
+          Both(a.get(), b.get(), n, 5);
+          EXPECT_EQ(a->SaveState(), b->SaveState());
+        }
+      }
+    }
+  }
+}
+
+TEST(MarkTest, AdaCompTwoPassPathWhenMarkedWithAHugeResidue) {
+  // A residue near the float range (its bound at 2^126 or more) sends the
+  // first compression after Mark() down the two-pass path, which copies the
+  // marked residue; undo and keep both match the twin.
+  constexpr uint64_t n = 1000;
+  const CodecConfig cfg = testing::TestCodecConfig(Codec::kAdaComp, 11);
+  for (bool undo : {true, false}) {
+    auto a = Make(cfg, n), b = Make(cfg, n);
+    for (uint64_t s = 0; s < 2; ++s) Both(a.get(), b.get(), n, s);
+    std::vector<float> huge = testing::GradientLike(n, 60);
+    huge[17] = std::ldexp(1.0f, 126);
+    std::vector<uint8_t> fa, fb;
+    ASSERT_TRUE(a->Compress(huge, &fa).ok());
+    ASSERT_TRUE(b->Compress(huge, &fb).ok());
+    a->Mark();
+    if (undo) {
+      ASSERT_TRUE(a->Compress(testing::GradientLike(n, 61), &fa).ok());
+      ASSERT_TRUE(a->UndoToMark().ok());
+    } else {
+      Both(a.get(), b.get(), n, 61);
+      a->KeepSinceMark();
+    }
+    for (uint64_t s = 3; s < 6; ++s) Both(a.get(), b.get(), n, s);
+    EXPECT_EQ(a->SaveState(), b->SaveState());
+  }
 }
 
 TEST(MarkTest, LoadStateEndsTheMark) {

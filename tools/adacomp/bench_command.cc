@@ -162,6 +162,28 @@ Status Bench::AdaCompRow(Case& c, uint32_t l, double* density) {
        .frames = 1,
        .density = *density,
        .frame_bytes = bytes});
+  // The DDP hook's step: Mark() before, KeepSinceMark() after (a step that
+  // fails is undone), so the new residue goes to the second buffer.
+  Time(
+      1,
+      [&](int) {
+        frame.clear();
+        const auto& g = whole.next[whole.calls++ % kNextSteps];
+        comp->Mark();
+        Status st = comp->Compress(g, &frame);
+        comp->KeepSinceMark();
+        if (!st.ok()) failure_.Set(st.ToString());
+      },
+      Mode::kNewGradient, c.threads);
+  if (failure_.failed()) return Status::Internal(c.Where("adacomp marked: " + failure_.message()));
+  Add({.op = "compress_marked",
+       .codec = "adacomp",
+       .elements = c.elements,
+       .bin_size = l,
+       .threads = c.threads,
+       .frames = 1,
+       .density = *density,
+       .frame_bytes = bytes});
   return Status::OK();
 }
 
