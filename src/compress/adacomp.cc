@@ -63,7 +63,8 @@ class AdaCompCompressor final : public Compressor {
         gmax_(n == 0 ? 0 : (n - 1) / c.bin_size + 1),
         sel_words_((std::min<uint64_t>(n, c.bin_size) + 63) / 64, 0),
         neg_words_(sel_words_.size(), 0),
-        fused_(BestFusedSelect()) {}
+        fused_(BestFusedSelect()),
+        fused_no_store_(BestFusedSelectNoStore()) {}
 
   Status Compress(std::span<const float> grad, std::vector<uint8_t>* frame,
                   CompressStats* stats) override {
@@ -194,18 +195,25 @@ class AdaCompCompressor final : public Compressor {
   // scale sum, with the pending corrections [p0, p1) that fall in them;
   // appends the selected (index, G) to idx/val (grown as needed) and sets
   // group_sums_ of its groups.
-  // With `from` (the marked residue) each chunk is first copied from it into
-  // the residue, with the kFusedCorrectionsAhead elements after it (where the
-  // kernel may apply corrections early; never past the worker's bins, which
-  // another worker may be writing), and the fused pass updates the copy in
-  // place.
+  // With `from` (the marked residue):
+  //   ternary: the kernel reads `from`, applying the deferred corrections to
+  //     it in place (the marked residue materialized, the same values), and
+  //     stores nothing; each chunk's G = from + dW is then written to the
+  //     residue with streaming stores while the chunk is in cache (12 bytes
+  //     per element from memory, no read of the new residue's lines);
+  //   fp modes (which then change the selected elements): each chunk is
+  //     first copied from it into the residue, with the
+  //     kFusedCorrectionsAhead elements after it (where the kernel may apply
+  //     corrections early; never past the worker's bins, which another
+  //     worker may be writing), and the fused pass updates the copy in place.
   size_t RunBins(size_t b0, size_t b1, const uint32_t* p0, const uint32_t* p1, const float* g,
                  std::vector<uint32_t>& idx, std::vector<float>& val, float* top, uint64_t* hist,
-                 const float* from) {
+                 float* from) {
     const size_t n = residue_.size();
     float* r = residue_.data();
     const ValueMode mode = config().values;
     const size_t per_chunk = BinsPerChunk();
+    const bool stream = from != nullptr && mode == ValueMode::kTernary;
     const uint32_t* pend = p0;
     size_t count = 0;
     size_t copied = b0 * bin_size_;  // from: r holds from's elements below this
@@ -222,16 +230,20 @@ class AdaCompCompressor final : public Compressor {
           idx.resize(want);
           val.resize(want);
         }
-        if (from) {
+        if (from && !stream) {
           const size_t upto = std::min(copy_end, last * bin_size_ + kFusedCorrectionsAhead);
           if (upto > copied) {
             std::memcpy(r + copied, from + copied, (upto - copied) * sizeof(float));
             copied = upto;
           }
         }
-        const size_t added =
-            fused_(r, g, n, bin_size_, b, last, &pend, p1, pending_scale_, gmax_.data(), &sum, top,
-                   idx.data() + count, val.data() + count, hist);
+        const size_t added = (stream ? fused_no_store_ : fused_)(
+            stream ? from : r, g, n, bin_size_, b, last, &pend, p1, pending_scale_, gmax_.data(),
+            &sum, top, idx.data() + count, val.data() + count, hist);
+        if (stream) {
+          const size_t at = b * bin_size_;
+          AddStream(from + at, g + at, r + at, span);
+        }
         if (mode != ValueMode::kTernary) {
           // fp modes: send G rounded to the value type, keep the rounding
           // error (the chunk is still in cache).
@@ -252,6 +264,7 @@ class AdaCompCompressor final : public Compressor {
     }
     assert(pend == p1);
     (void)p1;
+    if (stream) StreamFence();
     return count;
   }
 
@@ -279,7 +292,10 @@ class AdaCompCompressor final : public Compressor {
       residue_.resize(n);  // allocates once; every chunk is written before it is read
     }
     assert(!non_finite || move);
-    const float* from = move ? spare_.data() : nullptr;
+    float* from = move ? spare_.data() : nullptr;
+    // Ternary: the pass applies every marked correction to the marked residue
+    // itself (RunBins), which then has none pending.
+    const bool from_materialized = move && config().values == ValueMode::kTernary;
     bool finite = true;
     if (workers <= 1) {
       count = RunBins(0, bins, pend_begin, pend_end, g, idx_, val_, &gmax_top,
@@ -327,12 +343,13 @@ class AdaCompCompressor final : public Compressor {
     }
     if (non_finite && !finite) {
       residue_.swap(spare_);  // the marked residue back; the pass is discarded
+      if (from_materialized) pending_count_ = 0;
       *non_finite = true;
       return Status::OK();
     }
     if (move) {
       pending_.swap(mark_pending_);
-      mark_pending_count_ = pending_count_;
+      mark_pending_count_ = from_materialized ? 0 : pending_count_;
       mark_pending_scale_ = pending_scale_;
       moved_ = true;
     }
@@ -577,6 +594,7 @@ class AdaCompCompressor final : public Compressor {
   std::vector<uint8_t> negative_;                  // ternary: their signs
   std::vector<float> values_;                      // fp modes: their sent values (as float)
   FusedSelectFn fused_;                            // fast path kernel
+  FusedSelectFn fused_no_store_;                   // the first compression after Mark()
   std::vector<uint32_t> idx_;                      // fast path: selected indices (+ slack)
   std::vector<float> val_;                         // fast path: their G (fp modes: sent value)
   float residue_bound_ = 0.0f;                     // >= max |R| (exact after LoadState)

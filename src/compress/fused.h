@@ -57,10 +57,11 @@ inline float MaxAbsBitsOf(float a, float b) {
   return std::bit_cast<float>(x > y ? x : y);
 }
 
-inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
-                                size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
-                                float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
-                                float* val, uint64_t* hist) {
+template <bool kStore>
+inline size_t FusedSelectScalarT(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                                 size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                                 float s_prev, float* gmax, double* gsum, float* gtop,
+                                 uint32_t* idx, float* val, uint64_t* hist) {
   size_t c = 0;
   const uint32_t* p = *pend;
   for (size_t b = first_bin; b < last_bin; ++b) {
@@ -76,7 +77,7 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
     for (size_t j = begin; j < end; ++j) {
       const float gj = r[j] + g[j];
       const float hj = gj + g[j];
-      r[j] = gj;
+      if constexpr (kStore) r[j] = gj;
       idx[c] = static_cast<uint32_t>(j);
       val[c] = gj;
       c += (std::fabs(hj) >= m) & (gj != 0.0f);
@@ -86,6 +87,32 @@ inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, 
   }
   *pend = p;
   return c;
+}
+
+inline size_t FusedSelectScalar(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                                size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                                float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
+                                float* val, uint64_t* hist) {
+  return FusedSelectScalarT<true>(r, g, n, bin, first_bin, last_bin, pend, pend_end, s_prev, gmax,
+                                  gsum, gtop, idx, val, hist);
+}
+
+// The same without storing G: r only receives the deferred corrections (so
+// it ends as the previous step's residue, materialized), and the caller
+// writes G = r + g elsewhere (AddStream; adacomp.cc's first compression
+// after Mark()).
+inline size_t FusedSelectNoStoreScalar(float* r, const float* g, size_t n, size_t bin,
+                                       size_t first_bin, size_t last_bin, const uint32_t** pend,
+                                       const uint32_t* pend_end, float s_prev, float* gmax,
+                                       double* gsum, float* gtop, uint32_t* idx, float* val,
+                                       uint64_t* hist) {
+  return FusedSelectScalarT<false>(r, g, n, bin, first_bin, last_bin, pend, pend_end, s_prev, gmax,
+                                   gsum, gtop, idx, val, hist);
+}
+
+// out[j] = a[j] + b[j] (out apart from a and b).
+inline void AddScalar(const float* a, const float* b, float* out, size_t n) {
+  for (size_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
 }
 
 // onebit, pass 1 (read only): G = r + g; for lane l = j % 4 (the tail, j >=
@@ -156,10 +183,21 @@ size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin, size_t fi
                        size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
                        float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
                        float* val, uint64_t* hist);
+size_t FusedSelectNoStoreAvx2(float* r, const float* g, size_t n, size_t bin, size_t first_bin,
+                              size_t last_bin, const uint32_t** pend, const uint32_t* pend_end,
+                              float s_prev, float* gmax, double* gsum, float* gtop, uint32_t* idx,
+                              float* val, uint64_t* hist);
+void AddStreamAvx2(const float* a, const float* b, float* out, size_t n);
 #endif
 
-// The fastest kernel this CPU runs.
+// The fastest kernel this CPU runs, and its twin that does not store G.
 FusedSelectFn BestFusedSelect();
+FusedSelectFn BestFusedSelectNoStore();
+// AddScalar's result, with streaming stores where the CPU has them (out's
+// lines are not read first and leave the cache); StreamFence() orders them
+// before what follows (call it before another thread reads out).
+void AddStream(const float* a, const float* b, float* out, size_t n);
+void StreamFence();
 // Dispatching versions of the baselines' kernels.
 bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
                 uint64_t* neg_n);

@@ -2,6 +2,7 @@
 // a function-level target attribute so the rest of the library stays
 // baseline x86-64; BestFusedSelect picks it only when the CPU has AVX2.
 #include <bit>
+#include <cstdint>
 
 #include "compress/fused.h"
 #include "core/simd.h"
@@ -65,11 +66,15 @@ ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) float HMaxBits(__m256i
 
 }  // namespace
 
-ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
-                                           size_t first_bin, size_t last_bin, const uint32_t** pend,
-                                           const uint32_t* pend_end, float s_prev, float* gmax,
-                                           double* gsum, float* gtop, uint32_t* idx, float* val,
-                                           uint64_t* hist) {
+namespace {
+
+// kStore: r[j] = G is stored (FusedSelectAvx2); otherwise r only receives
+// the deferred corrections (FusedSelectNoStoreAvx2).
+template <bool kStore>
+ADACOMP_TARGET_AVX2 inline __attribute__((always_inline)) size_t FusedSelectImpl(
+    float* r, const float* g, size_t n, size_t bin, size_t first_bin, size_t last_bin,
+    const uint32_t** pend, const uint32_t* pend_end, float s_prev, float* gmax, double* gsum,
+    float* gtop, uint32_t* idx, float* val, uint64_t* hist) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 zero = _mm256_setzero_ps();
   const uint32_t* p = *pend;
@@ -85,7 +90,7 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
   double sum = *gsum;
   float top = *gtop;
   // |R + dW| as bits, maxima taken on the bits (so a NaN is not skipped).
-#define ADACOMP_ABS_SUM(o)              \
+#define ADACOMP_ABS_SUM(o)           \
   _mm256_castps_si256(_mm256_and_ps( \
       abs_mask, _mm256_add_ps(_mm256_loadu_ps(rb + (o)), _mm256_loadu_ps(gb + (o)))))
   for (size_t b = first_bin; b < last_bin; ++b) {
@@ -138,11 +143,11 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
       for (j = 0; j < full; j += 8) {
         const __m256 gv = _mm256_loadu_ps(gb + j);
         const __m256 G = _mm256_add_ps(_mm256_loadu_ps(rb + j), gv);
-        _mm256_storeu_ps(rb + j, G);
+        if constexpr (kStore) _mm256_storeu_ps(rb + j, G);
         c = Compact(begin + j, G, Pick(G, gv, vm), idx, val, c);
       }
       if (rest) {
-        _mm256_storeu_ps(rb + len - 8, Gt);
+        if constexpr (kStore) _mm256_storeu_ps(rb + len - 8, Gt);
         c = Compact(begin + len - 8, Gt, tail_mask, idx, val, c);
       }
     } else {
@@ -155,7 +160,7 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
       gmax[b] = m;
       sum += m;
       top = MaxAbsBitsOf(top, m);
-      _mm256_maskstore_ps(rb, tail, G);
+      if constexpr (kStore) _mm256_maskstore_ps(rb, tail, G);
       c = Compact(begin, G, Pick(G, gv, _mm256_set1_ps(m)) & ((1 << rest) - 1), idx, val, c);
     }
     const size_t k = c - c0;
@@ -167,6 +172,40 @@ ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, s
   *gtop = top;
   return c;
 }
+
+}  // namespace
+
+ADACOMP_TARGET_AVX2 size_t FusedSelectAvx2(float* r, const float* g, size_t n, size_t bin,
+                                           size_t first_bin, size_t last_bin, const uint32_t** pend,
+                                           const uint32_t* pend_end, float s_prev, float* gmax,
+                                           double* gsum, float* gtop, uint32_t* idx, float* val,
+                                           uint64_t* hist) {
+  return FusedSelectImpl<true>(r, g, n, bin, first_bin, last_bin, pend, pend_end, s_prev, gmax,
+                               gsum, gtop, idx, val, hist);
+}
+
+ADACOMP_TARGET_AVX2 size_t FusedSelectNoStoreAvx2(float* r, const float* g, size_t n, size_t bin,
+                                                  size_t first_bin, size_t last_bin,
+                                                  const uint32_t** pend, const uint32_t* pend_end,
+                                                  float s_prev, float* gmax, double* gsum,
+                                                  float* gtop, uint32_t* idx, float* val,
+                                                  uint64_t* hist) {
+  return FusedSelectImpl<false>(r, g, n, bin, first_bin, last_bin, pend, pend_end, s_prev, gmax,
+                                gsum, gtop, idx, val, hist);
+}
+
+ADACOMP_TARGET_AVX2 void AddStreamAvx2(const float* a, const float* b, float* out, size_t n) {
+  size_t j = 0;
+  // Up to the first 32-byte boundary of out with plain stores, then 8 lanes
+  // at a time with streaming stores (no read for ownership of out's lines).
+  for (; j < n && (reinterpret_cast<uintptr_t>(out + j) & 31) != 0; ++j) out[j] = a[j] + b[j];
+  for (; j + 8 <= n; j += 8) {
+    _mm256_stream_ps(out + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  }
+  for (; j < n; ++j) out[j] = a[j] + b[j];
+}
+
+void StreamFence() { _mm_sfence(); }
 
 ADACOMP_TARGET_AVX2 bool OneBitSumsAvx2(const float* r, const float* g, size_t n, double* pos,
                                         double* neg, uint64_t* neg_n) {
@@ -233,6 +272,16 @@ ADACOMP_TARGET_AVX2 size_t CompactAtLeastAvx2(const float* g, size_t n, float ta
 }
 
 FusedSelectFn BestFusedSelect() { return CpuHasAvx2() ? &FusedSelectAvx2 : &FusedSelectScalar; }
+FusedSelectFn BestFusedSelectNoStore() {
+  return CpuHasAvx2() ? &FusedSelectNoStoreAvx2 : &FusedSelectNoStoreScalar;
+}
+void AddStream(const float* a, const float* b, float* out, size_t n) {
+  if (CpuHasAvx2()) {
+    AddStreamAvx2(a, b, out, n);
+  } else {
+    AddScalar(a, b, out, n);
+  }
+}
 bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
                 uint64_t* neg_n) {
   return CpuHasAvx2() ? OneBitSumsAvx2(r, g, n, pos, neg, neg_n)
@@ -253,6 +302,9 @@ size_t CompactAtLeast(const float* g, size_t n, float tau, uint32_t* idx) {
 #else
 
 FusedSelectFn BestFusedSelect() { return &FusedSelectScalar; }
+FusedSelectFn BestFusedSelectNoStore() { return &FusedSelectNoStoreScalar; }
+void AddStream(const float* a, const float* b, float* out, size_t n) { AddScalar(a, b, out, n); }
+void StreamFence() {}
 bool OneBitSums(const float* r, const float* g, size_t n, double* pos, double* neg,
                 uint64_t* neg_n) {
   return OneBitSumsScalar(r, g, n, pos, neg, neg_n);

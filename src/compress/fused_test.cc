@@ -129,8 +129,7 @@ TEST(FusedKernelTest, NonFiniteSumsShowInTheTop) {
             g[at] = big;
           }
           const KernelOut o = RunKernel(fn, r, g, bin, 2, {}, 0.0f);
-          EXPECT_FALSE(std::isfinite(o.gtop))
-              << "bin " << bin << " at " << at << " kind " << kind;
+          EXPECT_FALSE(std::isfinite(o.gtop)) << "bin " << bin << " at " << at << " kind " << kind;
           EXPECT_FALSE(std::isfinite(o.gmax[at / bin])) << "bin " << bin << " at " << at;
         }
       }
@@ -167,8 +166,37 @@ TEST(FusedKernelTest, Avx2MatchesScalarTwin) {
           ASSERT_EQ(a.gsum, s.gsum);
           ASSERT_EQ(a.gtop, s.gtop);
           ASSERT_EQ(a.pend_used, pending.size());
+          // The twins that store nothing: the same selection, maxima and
+          // sums; r only gets the deferred corrections.
+          std::vector<float> corrected = r;
+          for (uint32_t j : pending) corrected[j] = ApplyScale(corrected[j], 3e-3f);
+          for (FusedSelectFn fn : {&FusedSelectNoStoreAvx2, &FusedSelectNoStoreScalar}) {
+            const KernelOut q = RunKernel(fn, r, g, bin, per_call, pending, 3e-3f);
+            ASSERT_EQ(Bits(q.r), Bits(corrected)) << bin << " " << n;
+            ASSERT_EQ(Bits(q.gmax), Bits(s.gmax)) << bin << " " << n;
+            ASSERT_EQ(q.idx, s.idx) << bin << " " << n;
+            ASSERT_EQ(Bits(q.val), Bits(s.val)) << bin << " " << n;
+            ASSERT_EQ(q.hist, s.hist);
+            ASSERT_EQ(q.gsum, s.gsum);
+            ASSERT_EQ(q.gtop, s.gtop);
+          }
         }
       }
+    }
+  }
+}
+
+TEST(FusedKernelTest, AddStreamIsThePlainSum) {
+  // Every alignment of out (the streaming stores start at its first 32-byte
+  // boundary) and lengths around the vector width.
+  const auto a = testing::GradientLike(2100, 5), b = testing::GradientLike(2100, 6);
+  for (size_t offset = 0; offset < 9; ++offset) {
+    for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 2000}) {
+      std::vector<float> out(n + 16, -1.0f), want(n + 16, -1.0f);
+      AddStream(a.data() + offset, b.data(), out.data() + offset, n);
+      StreamFence();
+      AddScalar(a.data() + offset, b.data(), want.data() + offset, n);
+      ASSERT_EQ(Bits(out), Bits(want)) << "offset " << offset << " n " << n;
     }
   }
 }
