@@ -26,10 +26,12 @@
 // members): like every call, they must not run concurrently on one object.
 //
 // Mark() copies nothing: the first fast-path compression after it reads the
-// marked residue and writes the new one into a second buffer (each chunk of
-// bins copied there while it is in cache, then the fused pass runs on the
-// copy), then swaps the two, keeping the marked pending corrections beside
-// them; UndoToMark() swaps back. As the marked residue stays intact, that
+// marked residue and writes the new one into a second buffer (ternary: the
+// kernel reads the marked residue, materializing its corrections there, and
+// each chunk's G goes to the second buffer with streaming stores; fp modes:
+// each chunk is copied there while in cache and the fused pass runs on the
+// copy), then swaps the two, keeping the marked pending corrections (if
+// any are left) beside them; UndoToMark() swaps back. As the marked residue stays intact, that
 // compression runs without the check pass: a non-finite G shows in the
 // fused pass's maxima, and the pass is then discarded and the checked path
 // runs (and names the element). The two-pass path copies the whole residue
