@@ -42,6 +42,8 @@ std::vector<Command> AddBenchCommands(CLI::App& root) {
           "Rows (op codec):\n"
           "  reference none          R += dW over the same elements: the memory-bound floor\n"
           "  compress adacomp        AdaComp (ternary) to finished frame bytes, per L_T\n"
+          "  compress_marked adacomp the same after Mark(), kept after (the DDP hook's\n"
+          "                          step: no check pass, the new residue in a second buffer)\n"
           "  decode_accumulate adacomp  validate and add P frames (P learners) into one buffer\n"
           "                          (one DecodeAccumulateAll call)\n"
           "  compress topk_nth_element  residual top-k, std::nth_element on |G|, at the\n"

@@ -164,6 +164,23 @@ Status Bench::AdaCompRow(Case& c, uint32_t l, double* density) {
        .frame_bytes = bytes});
   // The DDP hook's step: Mark() before, KeepSinceMark() after (a step that
   // fails is undone), so the new residue goes to the second buffer.
+  // Verified first: a twin loaded with the same state compresses the same
+  // gradient unmarked; the frames and the states must be the same bytes.
+  {
+    ADACOMP_ASSIGN_OR_RETURN(auto twin,
+                             Compressor::Create(AdaCompConfig(l, c.threads), 0, c.elements));
+    ADACOMP_RETURN_IF_ERROR(twin->LoadState(comp->SaveState()));
+    const auto& g = whole.next[whole.calls++ % kNextSteps];
+    std::vector<uint8_t> marked_frame, twin_frame;
+    comp->Mark();
+    ADACOMP_RETURN_IF_ERROR(comp->Compress(g, &marked_frame));
+    comp->KeepSinceMark();
+    ADACOMP_RETURN_IF_ERROR(twin->Compress(g, &twin_frame));
+    if (marked_frame != twin_frame || comp->SaveState() != twin->SaveState()) {
+      return Status::Internal(
+          c.Where("adacomp" + lt + ": the compression after Mark() differs from the unmarked one"));
+    }
+  }
   Time(
       1,
       [&](int) {

@@ -110,7 +110,8 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
                     static_cast<double>(r["elements"].get<uint64_t>()),
                     1e-6 * static_cast<double>(r["elements"].get<uint64_t>()))
             << r;
-        if (r["op"] == "compress" || r["op"] == "decode_accumulate") {
+        if (r["op"] == "compress" || r["op"] == "compress_marked" ||
+            r["op"] == "decode_accumulate") {
           EXPECT_GT(r["frame_bytes"].get<uint64_t>(), 0u) << r;
           EXPECT_GT(r["density"].get<double>(), 0) << r;
           EXPECT_LE(r["density"].get<double>(), 1) << r;
@@ -118,6 +119,7 @@ TEST_F(BenchTest, TinyRunWritesExpectedRows) {
       };
       for (uint64_t l : {50u, 500u}) {
         check({"compress", "adacomp", n, l, t, 1});
+        check({"compress_marked", "adacomp", n, l, t, 1});
         check({"decode_accumulate", "adacomp", n, l, t, 1});
         check({"decode_accumulate", "adacomp", n, l, t, 4});
         check({"compress", "topk_nth_element", n, l, t, 1});
