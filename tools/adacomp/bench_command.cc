@@ -144,27 +144,9 @@ Status Bench::AdaCompRow(Case& c, uint32_t l, double* density) {
   const uint64_t bytes = frame.size();
   *density = c.elements ? static_cast<double>(sel) / c.elements : 0.0;
   if (!Want("adacomp")) return Status::OK();
-  Time(
-      1,
-      [&](int) {
-        frame.clear();
-        const auto& g = whole.next[whole.calls++ % kNextSteps];
-        Status st = comp->Compress(g, &frame);
-        if (!st.ok()) failure_.Set(st.ToString());
-      },
-      Mode::kNewGradient, c.threads);
-  if (failure_.failed()) return Status::Internal(c.Where("adacomp: " + failure_.message()));
-  Add({.op = "compress",
-       .codec = "adacomp",
-       .elements = c.elements,
-       .bin_size = l,
-       .threads = c.threads,
-       .frames = 1,
-       .density = *density,
-       .frame_bytes = bytes});
-  // The DDP hook's step: Mark() before, KeepSinceMark() after (a step that
-  // fails is undone), so the new residue goes to the second buffer.
-  // Verified first: a twin loaded with the same state compresses the same
+  // The compression after Mark() (the DDP hook's step: Mark() before,
+  // KeepSinceMark() after, so the new residue goes to the second buffer) is
+  // verified first: a twin loaded with the same state compresses the same
   // gradient unmarked; the frames and the states must be the same bytes.
   {
     ADACOMP_ASSIGN_OR_RETURN(auto twin,
@@ -181,26 +163,28 @@ Status Bench::AdaCompRow(Case& c, uint32_t l, double* density) {
           c.Where("adacomp" + lt + ": the compression after Mark() differs from the unmarked one"));
     }
   }
-  Time(
-      1,
-      [&](int) {
-        frame.clear();
-        const auto& g = whole.next[whole.calls++ % kNextSteps];
-        comp->Mark();
-        Status st = comp->Compress(g, &frame);
-        comp->KeepSinceMark();
-        if (!st.ok()) failure_.Set(st.ToString());
-      },
-      Mode::kNewGradient, c.threads);
-  if (failure_.failed()) return Status::Internal(c.Where("adacomp marked: " + failure_.message()));
-  Add({.op = "compress_marked",
-       .codec = "adacomp",
-       .elements = c.elements,
-       .bin_size = l,
-       .threads = c.threads,
-       .frames = 1,
-       .density = *density,
-       .frame_bytes = bytes});
+  for (const bool marked : {false, true}) {
+    Time(
+        1,
+        [&](int) {
+          frame.clear();
+          const auto& g = whole.next[whole.calls++ % kNextSteps];
+          if (marked) comp->Mark();
+          Status st = comp->Compress(g, &frame);
+          if (marked) comp->KeepSinceMark();
+          if (!st.ok()) failure_.Set(st.ToString());
+        },
+        Mode::kNewGradient, c.threads);
+    if (failure_.failed()) return Status::Internal(c.Where("adacomp: " + failure_.message()));
+    Add({.op = marked ? "compress_marked" : "compress",
+         .codec = "adacomp",
+         .elements = c.elements,
+         .bin_size = l,
+         .threads = c.threads,
+         .frames = 1,
+         .density = *density,
+         .frame_bytes = bytes});
+  }
   return Status::OK();
 }
 
