@@ -380,18 +380,25 @@ def _metric_axis(ax, res):
         ax.set_ylim(top=res["targets"]["final"] + 1.0)
 
 
-def _steps_panel(ax, model, res):
-    """Every accuracy run's curve against steps."""
+# No hook and the one call at each set-up (the script's own, half and twice its lr, a
+# constant lr): the comparison the one call's choice is judged on.
+SETUP_HOOKS = tuple(base + suffix for base in ("none", "adacomp-one")
+                    for suffix in ("", "-lrhalf", "-lr2", "-flat"))
+
+
+def _steps_panel(ax, model, res, hooks=None, title=None):
+    """The accuracy runs' curves against steps: those in `hooks` (every hook not in
+    NOT_DRAWN when None)."""
     metric = res["metric"]
     scale = 100 if metric == "accuracy" else 1
     for h, r in res["found"].items():
-        if h in NOT_DRAWN:
+        if (h in NOT_DRAWN) if hooks is None else (h not in hooks):
             continue
         ax.plot([e["step"] for e in r["evals"]], [scale * e[metric] for e in r["evals"]],
                 marker="o", ms=3, label=LABELS[h], color=COLORS[h], ls=line_style(h))
     _metric_axis(ax, res)
     ax.set_xlabel("step")
-    ax.set_title(f"{model}: against steps (loopback runs)")
+    ax.set_title(title or f"{model}: against steps (loopback runs)")
 
 
 def _save(plt, fig, model, layout=True):
@@ -409,8 +416,21 @@ def plot(model, res, spd):
         return None
     metric = res["metric"]
     if not res["table"]:
-        # No speed runs: the accuracy runs against steps alone.
-        # The legend beside the axes: with a dozen set-ups inside it hid curves.
+        # No speed runs: the accuracy runs against steps alone. With set-ups, two
+        # panels: no hook and the one call at each set-up, then every other setting
+        # (a dozen curves in one panel hid each other). Legends below the panels.
+        setups = [h for h in res["found"] if h in SETUP_HOOKS]
+        others = [h for h in res["found"] if h not in SETUP_HOOKS and h not in NOT_DRAWN]
+        if len(setups) > 2 and others:
+            fig, axes = plt.subplots(1, 2, figsize=(14, 6.4), sharey=True)
+            _steps_panel(axes[0], model, res, setups,
+                         f"{model}: no hook and the one call at each set-up")
+            _steps_panel(axes[1], model, res, ["none"] + others,
+                         f"{model}: other settings against no hook")
+            for ax in axes:
+                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
+            fig.tight_layout()
+            return _save(plt, fig, model, layout=False)
         fig, ax = plt.subplots(figsize=(10, 4.2))
         _steps_panel(ax, model, res)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
